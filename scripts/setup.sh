@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building and testing tetra needs. Idempotent: packages
+# already present are left alone, so a second run only checks.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  nlohmann-json3-dev libgtest-dev libgmock-dev libomp-dev
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq || echo "setup: apt-get update failed; trying the install with the lists at hand"
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all Debian packages present"
+fi
+
+if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null 2>&1; then
+  echo "setup: no CUDA toolkit found (expected /usr/local/cuda); configure with -DTETRA_CUDA=OFF to build without the CUDA backend" >&2
+fi

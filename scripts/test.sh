@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds tetra and runs every test: the unit and CLI tests through ctest, then the same
+# tests once more under AddressSanitizer + UndefinedBehaviorSanitizer (CPU code only; the
+# sanitizers do not instrument device code and CI has no GPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+./scripts/build.sh
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTETRA_CUDA=OFF -DTETRA_SANITIZE=ON >/dev/null
+ninja -C build-asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE slow
+echo "all tests passed"

@@ -1,0 +1,11 @@
+#pragma once
+// One function per `tetra` subcommand; each takes the arguments after the command name and
+// returns the process exit code (errors are thrown as tetra::Error).
+#include <string>
+#include <vector>
+
+namespace tetra {
+
+int run_info(const std::vector<std::string>& args);
+
+}  // namespace tetra

@@ -1,0 +1,27 @@
+#pragma once
+// Read-only memory map of a whole file (RAII). Mapping reads nothing: pages come in on first
+// touch, so opening a checkpoint costs only the pages of its headers.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tetra {
+
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::byte* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const std::byte* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+}  // namespace tetra

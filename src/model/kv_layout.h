@@ -1,0 +1,28 @@
+#pragma once
+// Bytes of the per-sequence attention state, by cache storage type: the arithmetic behind
+// KV capacity (tetra info, start-up capacity, benchmarks).
+#include <cstdint>
+#include <string>
+
+#include "model/config.h"
+
+namespace tetra {
+
+enum class KvCacheDtype { f32, bf16, fp8 };        // fp8: the SPEC's fp8_ds_mla layout
+enum class IndexerCacheDtype { f32, bf16, fp4 };  // fp4: e2m1 + one ue8m0 scale per 32
+
+KvCacheDtype parse_kv_cache_dtype(const std::string& s);            // usage error otherwise
+IndexerCacheDtype parse_indexer_cache_dtype(const std::string& s);  // usage error otherwise
+
+// One KV entry (one token of the window, or one compressed entry).
+int64_t kv_entry_bytes(const ModelConfig& c, KvCacheDtype t);
+// One indexer key (one compressed entry of a CSA layer).
+int64_t indexer_entry_bytes(const ModelConfig& c, IndexerCacheDtype t);
+
+struct LayerKvBytes {
+  double per_token = 0;        // grows with the sequence: compressed entries (+ indexer keys)
+  int64_t per_sequence = 0;    // fixed: the sliding window ring
+};
+LayerKvBytes layer_kv_bytes(const ModelConfig& c, int64_t layer, KvCacheDtype kv, IndexerCacheDtype idx);
+
+}  // namespace tetra
