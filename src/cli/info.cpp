@@ -14,11 +14,17 @@
 namespace tetra {
 namespace {
 
-constexpr double kGiB = double(1ull << 30);
-
-std::string gib(uint64_t bytes) {
+// Binary units, two decimals: "148.65 GiB", "1.01 MiB".
+std::string human_bytes(uint64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / kGiB);
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
   return buf;
 }
 
@@ -103,9 +109,9 @@ int run_info(const std::vector<std::string>& argv) {
 
   std::printf("model            %s\n", dir.c_str());
   std::cout << config.summary();
-  std::printf("files            %zu safetensors, %s on disk\n", store.files().size(), gib(file_bytes).c_str());
+  std::printf("files            %zu safetensors, %s on disk\n", store.files().size(), human_bytes(file_bytes).c_str());
   std::printf("tensors          %zu (%llu elements, %s of tensor data)%s\n", store.names().size(),
-              (unsigned long long)elements, gib(tensor_bytes).c_str(), weights.has_mtp() ? ", MTP present" : "");
+              (unsigned long long)elements, human_bytes(tensor_bytes).c_str(), weights.has_mtp() ? ", MTP present" : config.n_mtp_layers ? ", MTP weights absent" : "");
   if (!args.flag("summary")) {
     std::printf("\n%-48s %-10s %-8s %-16s %14s  %s\n", "role", "format", "dtype", "shape", "bytes", "checkpoint tensors");
     for (const auto* l : weights.linears()) {
@@ -122,11 +128,11 @@ int run_info(const std::vector<std::string>& argv) {
   }
   std::printf("\nweight memory by format\n");
   for (const auto& [name, t] : by_format)
-    std::printf("  %-12s %8llu linear layers  %s\n", name.c_str(), (unsigned long long)t.layers, gib(t.bytes).c_str());
+    std::printf("  %-12s %8llu linear layers  %s\n", name.c_str(), (unsigned long long)t.layers, human_bytes(t.bytes).c_str());
   for (const auto& [name, t] : params_by_dtype)
     std::printf("  %-12s %8llu other tensors  %s\n", ("param " + name).c_str(), (unsigned long long)t.layers,
-                gib(t.bytes).c_str());
-  std::printf("  total weight memory         %s (%llu bytes)\n", gib(weights.total_bytes()).c_str(),
+                human_bytes(t.bytes).c_str());
+  std::printf("  total weight memory         %s (%llu bytes)\n", human_bytes(weights.total_bytes()).c_str(),
               (unsigned long long)weights.total_bytes());
   std::printf("\nKV cache (kv %s, indexer %s)\n", args.get_or("kv-cache-dtype", "fp8").c_str(),
               args.get_or("indexer-cache-dtype", "fp4").c_str());
@@ -136,7 +142,7 @@ int run_info(const std::vector<std::string>& argv) {
     std::printf("  %-8s %3lld layers  %10.3f bytes/token/layer  %8lld bytes/sequence/layer (window)\n", name.c_str(),
                 (long long)k.layers, k.per_token, (long long)k.per_sequence);
   std::printf("  all layers       %.1f bytes/token + %lld bytes/sequence; a 1M-token sequence: %s\n", kv_per_token,
-              (long long)kv_per_sequence, gib(uint64_t(kv_1m)).c_str());
+              (long long)kv_per_sequence, human_bytes(uint64_t(kv_1m)).c_str());
   return 0;
 }
 

@@ -1,0 +1,122 @@
+// ModelConfig from the three config.json shapes, and errors that name the bad field.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "model/config.h"
+
+namespace tetra {
+namespace {
+using nlohmann::json;
+
+std::string read_file(const std::string& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The published V4-Flash config (repo-root legacy form), from ../shared/reference.
+json flash_legacy() {
+  json j = {{"architectures", {"DeepseekV4ForCausalLM"}}, {"bos_token_id", 0}, {"eos_token_id", 1},
+            {"hc_eps", 1e-06}, {"hc_mult", 4}, {"hc_sinkhorn_iters", 20}, {"head_dim", 512},
+            {"hidden_act", "silu"}, {"hidden_size", 4096}, {"index_head_dim", 128}, {"index_n_heads", 64},
+            {"index_topk", 512}, {"max_position_embeddings", 1048576}, {"model_type", "deepseek_v4"},
+            {"moe_intermediate_size", 2048}, {"n_routed_experts", 256}, {"n_shared_experts", 1},
+            {"norm_topk_prob", true}, {"num_attention_heads", 64}, {"num_experts_per_tok", 6},
+            {"num_hidden_layers", 43}, {"num_hash_layers", 3}, {"num_key_value_heads", 1},
+            {"num_nextn_predict_layers", 1}, {"o_groups", 8}, {"o_lora_rank", 1024}, {"q_lora_rank", 1024},
+            {"qk_rope_head_dim", 64}, {"rms_norm_eps", 1e-06}, {"rope_theta", 10000},
+            {"routed_scaling_factor", 1.5}, {"scoring_func", "sqrtsoftplus"}, {"sliding_window", 128},
+            {"swiglu_limit", 10.0}, {"vocab_size", 129280}, {"compress_rope_theta", 160000}};
+  j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+                              {"scale_fmt", "ue8m0"}, {"weight_block_size", {128, 128}}};
+  j["rope_scaling"] = {{"beta_fast", 32}, {"beta_slow", 1}, {"factor", 16},
+                       {"original_max_position_embeddings", 65536}, {"type", "yarn"}};
+  std::vector<int> ratios = {0, 0};
+  for (int i = 0; i < 20; ++i) ratios.insert(ratios.end(), {4, 128});
+  ratios.insert(ratios.end(), {4, 0});
+  j["compress_ratios"] = ratios;
+  return j;
+}
+
+TEST(Config, LegacyFlash) {
+  const ModelConfig c = parse_model_config(flash_legacy().dump(), "config.json");
+  EXPECT_EQ(c.form, ConfigForm::legacy);
+  EXPECT_EQ(c.n_layers, 43);
+  EXPECT_EQ(c.n_mtp_layers, 1);
+  EXPECT_EQ(c.compress_ratios.size(), 43u);
+  EXPECT_EQ(c.attention_kind(0), AttentionKind::sliding);
+  EXPECT_EQ(c.attention_kind(2), AttentionKind::csa);
+  EXPECT_EQ(c.attention_kind(3), AttentionKind::hca);
+  EXPECT_EQ(c.attention_kind(42), AttentionKind::csa);
+  EXPECT_EQ(c.n_hash_layers(), 3);
+  EXPECT_TRUE(c.hash_routed[2] && !c.hash_routed[3]);
+  EXPECT_EQ(c.rope_dim, 64);
+  EXPECT_TRUE(c.yarn.enabled);
+  EXPECT_EQ(c.yarn.original_max_position, 65536);
+  EXPECT_EQ(c.quant.method, "fp8");
+  EXPECT_EQ(c.route_scale, 1.5);
+}
+
+TEST(Config, TransformersSavePretrained) {
+  const ModelConfig c = parse_model_config(read_file(TETRA_SOURCE_DIR "/tests/data/hf_save_pretrained/config.json"), "x");
+  EXPECT_EQ(c.form, ConfigForm::transformers);
+  EXPECT_EQ(c.compress_ratios, (std::vector<int64_t>{0, 4, 8, 4}));
+  EXPECT_EQ(c.hash_routed, (std::vector<bool>{true, false, false, false}));
+  EXPECT_EQ(c.rope_dim, 16);
+  EXPECT_TRUE(c.yarn.enabled);
+  EXPECT_EQ(c.yarn.factor, 16);
+  EXPECT_EQ(c.compress_rope_theta, 160000);
+}
+
+TEST(Config, ModelOptFlatRopeAndQuantization) {
+  json j = json::parse(read_file(TETRA_SOURCE_DIR "/tests/data/hf_save_pretrained/config.json"));
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 8}, {"original_max_position_embeddings", 1024}};
+  j["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}};
+  const ModelConfig c = parse_model_config(j.dump(), "x");
+  EXPECT_EQ(c.yarn.factor, 8);
+  EXPECT_EQ(c.quant.method, "modelopt");
+  EXPECT_EQ(c.quant.quant_algo, "NVFP4");
+}
+
+TEST(Config, BadFieldsAreNamed) {
+  struct Case {
+    std::function<void(json&)> mutate;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](json& j) { j.erase("hidden_size"); }, "'hidden_size' is missing"},
+      {[](json& j) { j["num_attention_heads"] = "64"; }, "'num_attention_heads' must be an integer"},
+      {[](json& j) { j["o_groups"] = 7; }, "'o_groups' must divide"},
+      {[](json& j) { j["compress_ratios"].push_back(4); }, "'compress_ratios' has 45 entries"},
+      {[](json& j) { j["compress_ratios"][3] = -1; }, "'compress_ratios' has a non-integer"},
+      {[](json& j) { j["qk_rope_head_dim"] = 63; }, "'qk_rope_head_dim'"},
+      {[](json& j) { j["scoring_func"] = "relu"; }, "'scoring_func'"},
+      {[](json& j) { j["num_experts_per_tok"] = 300; }, "'num_experts_per_tok' exceeds"},
+      {[](json& j) { j["rope_scaling"]["type"] = "linear"; }, "'rope_scaling.rope_type'"},
+      {[](json& j) { j["rope_scaling"].erase("factor"); }, "'rope_scaling.factor' is missing"},
+      {[](json& j) { j["quantization_config"]["weight_block_size"] = {64, 64}; },
+       "'quantization_config.weight_block_size'"},
+      {[](json& j) { j["num_key_value_heads"] = 8; }, "'num_key_value_heads'"},
+      {[](json& j) { j["num_hash_layers"] = 99; }, "'num_hash_layers'"},
+      {[](json& j) { j["model_type"] = "llama"; }, "'model_type'"},
+      {[](json& j) { j.erase("compress_ratios"); }, "'layer_types'"},
+  };
+  for (const auto& c : cases) {
+    json j = flash_legacy();
+    c.mutate(j);
+    try {
+      parse_model_config(j.dump(), "dir/config.json");
+      ADD_FAILURE() << "accepted: " << c.field;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::model);
+      EXPECT_NE(std::string(e.what()).find(c.field), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("dir/config.json"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse_model_config("{", "x"), Error);
+}
+
+}  // namespace
+}  // namespace tetra
