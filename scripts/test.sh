@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 ./scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$jobs"
+# GPU tests skip without a device; show why.
+ctest --test-dir build -L gpu -V 2>/dev/null | grep -E "skipped:" | sed 's/^[0-9]*: */  /' || true
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTETRA_CUDA=OFF -DTETRA_SANITIZE=ON >/dev/null
 ninja -C build-asan

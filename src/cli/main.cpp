@@ -15,7 +15,10 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  info --model DIR [--json] [--summary]   checkpoint summary: config, every tensor's role,\n"
-    "                                          format and bytes, weight memory, KV bytes per token\n";
+    "                                          format and bytes, weight memory, KV bytes per token\n"
+    "  quantize --input DIR --output DIR --format nvfp4|fp8-mxfp4 [--shard-size-mb N]\n"
+    "                                          rewrite a bf16/f32 checkpoint as ModelOpt NVFP4 or\n"
+    "                                          official FP8 + MXFP4\n";
 
 }  // namespace
 
@@ -28,6 +31,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   try {
     if (command == "info") return tetra::run_info(args);
+    if (command == "quantize") return tetra::run_quantize(args);
     std::cerr << "tetra: unknown command '" << command << "'\n" << kUsage;
     return 2;
   } catch (const tetra::Error& e) {

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The GPU machine has CUDA, CMake and ninja but none of the Debian -dev packages the build needs
+# and cannot install any. This copies them (headers, static libraries, CMake package files)
+# from this machine into .gpu_carry/deps/usr, a git-ignored folder that the device tool can
+# carry; there, run: CMAKE_PREFIX_PATH=$PWD/.gpu_carry/deps/usr ./scripts/gpu-test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+grep -qx '/.gpu_carry/' .git/info/exclude 2>/dev/null || echo '/.gpu_carry/' >> .git/info/exclude
+dest=.gpu_carry/deps
+rm -rf "$dest"
+for pkg in nlohmann-json3-dev libgtest-dev libgmock-dev; do
+  dpkg -L "$pkg" | while read -r f; do
+    case "$f" in /usr/include/*|/usr/lib/*|/usr/share/cmake/*|/usr/share/pkgconfig/*) ;; *) continue ;; esac
+    [ -f "$f" ] || continue
+    mkdir -p "$dest$(dirname "$f")"
+    cp -P "$f" "$dest$f"
+  done
+done
+du -sh "$dest"
