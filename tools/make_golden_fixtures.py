@@ -47,7 +47,9 @@ def config(scoring, layer_types, mlp_layer_types, rates, scale, limit, topk):
         num_attention_heads=4, num_key_value_heads=1, head_dim=64, partial_rotary_factor=0.25,
         q_lora_rank=32, o_groups=2, o_lora_rank=32,
         n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=32,
-        index_n_heads=4, index_head_dim=32, index_topk=topk, sliding_window=8,
+        # 16 indexer heads: scores tied at exactly zero (every head's ReLU at zero) stay rare, so
+        # the top-k set does not depend on how a top-k implementation breaks ties
+        index_n_heads=16, index_head_dim=32, index_topk=topk, sliding_window=8,
         hc_mult=4, hc_sinkhorn_iters=20, max_position_embeddings=4096,
         scoring_func=scoring, routed_scaling_factor=scale, swiglu_limit=limit,
         layer_types=layer_types, compress_rates=rates, mlp_layer_types=mlp_layer_types,

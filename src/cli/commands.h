@@ -7,5 +7,6 @@
 namespace tetra {
 
 int run_info(const std::vector<std::string>& args);
+int run_logits(const std::vector<std::string>& args);
 
 }  // namespace tetra
