@@ -7,6 +7,7 @@
 namespace tetra {
 
 int run_info(const std::vector<std::string>& args);
+int run_logits(const std::vector<std::string>& args);
 int run_quantize(const std::vector<std::string>& args);
 
 }  // namespace tetra

@@ -1,0 +1,529 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "backend/cpu/cache_codec.h"
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace tetra {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+Tensor make(Shape shape, ElemType type) {
+  const int64_t bytes = shape_numel(shape) * elem_bytes(type);
+  return Tensor(std::move(shape), type, std::shared_ptr<std::byte[]>(new std::byte[size_t(std::max<int64_t>(bytes, 1))]()));
+}
+
+void expect(bool ok, const char* op, const char* what) {
+  if (!ok) runtime_error("cpu backend ", op, ": ", what);
+}
+
+double dot(const float* a, const float* b, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += double(a[i]) * double(b[i]);
+  return s;
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// Row softmax in place.
+void softmax(float* v, int64_t n) {
+  float m = kNegInf;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, v[i]);
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += (v[i] = std::exp(v[i] - m));
+  for (int64_t i = 0; i < n; ++i) v[i] /= s;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  Tensor upload(std::span<const float> values, Shape shape) override {
+    expect(int64_t(values.size()) == shape_numel(shape), "upload", "size does not match the shape");
+    Tensor t = make(std::move(shape), ElemType::f32);
+    std::copy(values.begin(), values.end(), t.data<float>());
+    return t;
+  }
+  Tensor upload_i32(std::span<const int32_t> values, Shape shape) override {
+    expect(int64_t(values.size()) == shape_numel(shape), "upload_i32", "size does not match the shape");
+    Tensor t = make(std::move(shape), ElemType::i32);
+    std::copy(values.begin(), values.end(), t.data<int32_t>());
+    return t;
+  }
+  std::vector<float> download(const Tensor& t) override {
+    return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+  }
+  std::vector<int32_t> download_i32(const Tensor& t) override {
+    return std::vector<int32_t>(t.data<int32_t>(), t.data<int32_t>() + t.numel());
+  }
+  Tensor load_linear(const LinearWeight& w) override { return upload(dequantize(w), {w.out, w.in}); }
+  Tensor load_param(const ParamWeight& p) override {
+    const std::vector<float> v = to_f32(p.view);
+    if (p.view.dtype == DType::i32 || p.view.dtype == DType::i64) {
+      std::vector<int32_t> ids(v.size());
+      for (size_t i = 0; i < v.size(); ++i) ids[i] = int32_t(v[i]);
+      return upload_i32(ids, p.view.shape);
+    }
+    return upload(v, p.view.shape);
+  }
+  Tensor slice_rows(const Tensor& t, int64_t begin, int64_t count) override {
+    expect(begin >= 0 && begin + count <= t.rows(), "slice_rows", "rows out of range");
+    Shape s = t.shape();
+    s[0] = count;
+    Tensor out = make(s, t.type());
+    const int64_t row_bytes = t.row_numel() * elem_bytes(t.type());
+    std::memcpy(out.data<std::byte>(), t.data<std::byte>() + begin * row_bytes, size_t(count * row_bytes));
+    return out;
+  }
+  Tensor concat_rows(const std::vector<Tensor>& parts, Shape row_shape, ElemType type) override {
+    int64_t rows = 0;
+    for (const auto& p : parts) rows += p.empty() ? 0 : p.rows();
+    Shape s{rows};
+    s.insert(s.end(), row_shape.begin(), row_shape.end());
+    Tensor out = make(s, type);
+    std::byte* dst = out.data<std::byte>();
+    for (const auto& p : parts) {
+      if (p.empty() || p.rows() == 0) continue;
+      expect(p.row_numel() == shape_numel(row_shape) && p.type() == type, "concat_rows", "parts differ in row shape");
+      const size_t bytes = size_t(p.numel() * elem_bytes(type));
+      std::memcpy(dst, p.data<std::byte>(), bytes);
+      dst += bytes;
+    }
+    return out;
+  }
+
+  Tensor embed(const Tensor& table, const Tensor& ids) override {
+    const int64_t n = ids.numel(), d = table.dim(1);
+    Tensor out = make({n, d}, ElemType::f32);
+    for (int64_t r = 0; r < n; ++r) {
+      const int32_t id = ids.data<int32_t>()[r];
+      expect(id >= 0 && id < table.dim(0), "embed", "token id out of range");
+      std::copy_n(table.data<float>() + int64_t(id) * d, d, out.data<float>() + r * d);
+    }
+    return out;
+  }
+
+  Tensor linear(const Tensor& x, const Tensor& w) override {
+    const int64_t n = x.rows(), in = w.dim(1), out_dim = w.dim(0);
+    expect(x.row_numel() == in, "linear", "input width does not match the weight");
+    Tensor out = make({n, out_dim}, ElemType::f32);
+    const float *xs = x.data<float>(), *ws = w.data<float>();
+    float* ys = out.data<float>();
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t o = 0; o < out_dim; ++o) ys[r * out_dim + o] = float(dot(xs + r * in, ws + o * in, in));
+    return out;
+  }
+
+  Tensor grouped_linear(const Tensor& x, const Tensor& w, int64_t groups) override {
+    const int64_t n = x.rows(), in_g = w.dim(1), out_g = w.dim(0) / groups;
+    expect(x.row_numel() == groups * in_g, "grouped_linear", "input width does not match groups × weight width");
+    Tensor out = make({n, groups * out_g}, ElemType::f32);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t o = 0; o < groups * out_g; ++o)
+        out.data<float>()[r * groups * out_g + o] =
+            float(dot(x.data<float>() + r * groups * in_g + (o / out_g) * in_g, w.data<float>() + o * in_g, in_g));
+    return out;
+  }
+
+  Tensor rms_norm(const Tensor& x, const Tensor* weight, int64_t group, double eps) override {
+    expect(x.numel() % group == 0, "rms_norm", "size is not a multiple of the group");
+    Tensor out = make(x.shape(), ElemType::f32);
+    const int64_t runs = x.numel() / group;
+#pragma omp parallel for schedule(static)
+    for (int64_t g = 0; g < runs; ++g) {
+      const float* v = x.data<float>() + g * group;
+      float* o = out.data<float>() + g * group;
+      const float r = 1.0f / std::sqrt(float(dot(v, v, group) / double(group)) + float(eps));
+      for (int64_t i = 0; i < group; ++i) o[i] = v[i] * r * (weight ? weight->data<float>()[i] : 1.0f);
+    }
+    return out;
+  }
+
+  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, int64_t head_dim, bool inverse) override {
+    const int64_t half = inv_freq.numel(), heads = x.row_numel() / head_dim;
+    expect(positions.numel() == x.rows(), "rope", "one position per row is needed");
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      const float pos = float(positions.data<int32_t>()[r]);
+      for (int64_t i = 0; i < half; ++i) {
+        const float angle = inv_freq.data<float>()[i] * pos;  // f32 as transformers computes it
+        const float c = std::cos(angle), s = inverse ? -std::sin(angle) : std::sin(angle);
+        for (int64_t h = 0; h < heads; ++h) {
+          float* p = x.data<float>() + r * x.row_numel() + h * head_dim + head_dim - 2 * half + 2 * i;
+          const float a = p[0], b = p[1];
+          p[0] = a * c - b * s;
+          p[1] = b * c + a * s;
+        }
+      }
+    }
+  }
+
+  Tensor add(const Tensor& a, const Tensor& b) override {
+    expect(a.numel() == b.numel(), "add", "sizes differ");
+    Tensor out = make(a.shape(), ElemType::f32);
+    for (int64_t i = 0; i < a.numel(); ++i) out.data<float>()[i] = a.data<float>()[i] + b.data<float>()[i];
+    return out;
+  }
+
+  Tensor swiglu(const Tensor& gate, const Tensor& up, double limit) override {
+    Tensor out = make(gate.shape(), ElemType::f32);
+    const float lim = limit > 0 ? float(limit) : std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < gate.numel(); ++i) {
+      const float g = std::min(gate.data<float>()[i], lim);
+      const float u = std::clamp(up.data<float>()[i], -lim, lim);
+      out.data<float>()[i] = g * sigmoid(g) * u;
+    }
+    return out;
+  }
+
+  MixWeights hc_pre(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                    const ModelConfig& c) override {
+    const int64_t n = h.rows(), hc = c.hc_mult, d = c.dim, flat = hc * d, mix = (2 + hc) * hc;
+    MixWeights m{make({n, d}, ElemType::f32), make({n, hc}, ElemType::f32), make({n, hc, hc}, ElemType::f32)};
+    const float* sc = scale.data<float>();
+    const float* bs = base.data<float>();
+    const float eps = float(c.hc_eps);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; ++r) {
+      const float* v = h.data<float>() + r * flat;
+      const float rs = 1.0f / std::sqrt(float(dot(v, v, flat) / double(flat)) + float(c.norm_eps));
+      std::vector<float> mixes(static_cast<size_t>(mix));
+      for (int64_t k = 0; k < mix; ++k) mixes[size_t(k)] = float(dot(v, fn.data<float>() + k * flat, flat)) * rs;
+      float* pre = m.x.data<float>() + r * d;  // filled below
+      std::vector<float> pre_w(static_cast<size_t>(hc));
+      for (int64_t i = 0; i < hc; ++i) {
+        pre_w[size_t(i)] = sigmoid(mixes[size_t(i)] * sc[0] + bs[i]) + eps;
+        m.post.data<float>()[r * hc + i] = 2 * sigmoid(mixes[size_t(hc + i)] * sc[1] + bs[hc + i]);
+      }
+      float* comb = m.comb.data<float>() + r * hc * hc;
+      for (int64_t k = 0; k < hc * hc; ++k) comb[k] = mixes[size_t(2 * hc + k)] * sc[2] + bs[2 * hc + k];
+      for (int64_t i = 0; i < hc; ++i) {
+        softmax(comb + i * hc, hc);
+        for (int64_t j = 0; j < hc; ++j) comb[i * hc + j] += eps;
+      }
+      auto normalize_columns = [&] {
+        for (int64_t j = 0; j < hc; ++j) {
+          float s = 0;
+          for (int64_t i = 0; i < hc; ++i) s += comb[i * hc + j];
+          for (int64_t i = 0; i < hc; ++i) comb[i * hc + j] /= s + eps;
+        }
+      };
+      normalize_columns();
+      for (int64_t it = 1; it < c.hc_sinkhorn_iters; ++it) {
+        for (int64_t i = 0; i < hc; ++i) {
+          float s = 0;
+          for (int64_t j = 0; j < hc; ++j) s += comb[i * hc + j];
+          for (int64_t j = 0; j < hc; ++j) comb[i * hc + j] /= s + eps;
+        }
+        normalize_columns();
+      }
+      for (int64_t k = 0; k < d; ++k) {
+        float s = 0;
+        for (int64_t i = 0; i < hc; ++i) s += pre_w[size_t(i)] * v[i * d + k];
+        pre[k] = s;
+      }
+    }
+    return m;
+  }
+
+  Tensor hc_post(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb) override {
+    const int64_t n = h.rows(), hc = post.dim(1), d = y.dim(1);
+    Tensor out = make(h.shape(), ElemType::f32);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = 0; j < hc; ++j)
+        for (int64_t k = 0; k < d; ++k) {
+          float s = post.data<float>()[r * hc + j] * y.data<float>()[r * d + k];
+          for (int64_t i = 0; i < hc; ++i)
+            s += comb.data<float>()[(r * hc + i) * hc + j] * h.data<float>()[(r * hc + i) * d + k];
+          out.data<float>()[(r * hc + j) * d + k] = s;
+        }
+    return out;
+  }
+
+  Tensor hc_head(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                 const ModelConfig& c) override {
+    const int64_t n = h.rows(), hc = c.hc_mult, d = c.dim, flat = hc * d;
+    Tensor out = make({n, d}, ElemType::f32);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; ++r) {
+      const float* v = h.data<float>() + r * flat;
+      const float rs = 1.0f / std::sqrt(float(dot(v, v, flat) / double(flat)) + float(c.norm_eps));
+      std::vector<float> pre(static_cast<size_t>(hc));
+      for (int64_t i = 0; i < hc; ++i)
+        pre[size_t(i)] = sigmoid(float(dot(v, fn.data<float>() + i * flat, flat)) * rs * scale.data<float>()[0] +
+                                 base.data<float>()[i]) + float(c.hc_eps);
+      for (int64_t k = 0; k < d; ++k) {
+        float s = 0;
+        for (int64_t i = 0; i < hc; ++i) s += pre[size_t(i)] * v[i * d + k];
+        out.data<float>()[r * d + k] = s;
+      }
+    }
+    return out;
+  }
+
+  Routing route(const Tensor& logits, const Tensor* bias, const Tensor* tid2eid, const Tensor& ids,
+                const ModelConfig& c) override {
+    const int64_t n = logits.rows(), E = logits.dim(1), k = c.n_activated_experts;
+    Routing out{make({n, k}, ElemType::f32), make({n, k}, ElemType::i32)};
+    for (int64_t r = 0; r < n; ++r) {
+      std::vector<float> s(logits.data<float>() + r * E, logits.data<float>() + (r + 1) * E);
+      switch (c.scoring) {
+        case ScoringFunc::softmax: softmax(s.data(), E); break;
+        case ScoringFunc::sigmoid: for (float& v : s) v = sigmoid(v); break;
+        case ScoringFunc::sqrtsoftplus:
+          for (float& v : s) v = std::sqrt(v > 20 ? v : std::log1p(std::exp(v)));
+          break;
+      }
+      int32_t* sel = out.experts.data<int32_t>() + r * k;
+      if (tid2eid) {
+        const int32_t id = ids.data<int32_t>()[r];
+        for (int64_t j = 0; j < k; ++j) {
+          sel[j] = tid2eid->data<int32_t>()[int64_t(id) * k + j];
+          expect(sel[j] >= 0 && sel[j] < E, "route", "tid2eid names an expert out of range");
+        }
+      } else {
+        std::vector<float> biased = s;
+        if (bias) for (int64_t e = 0; e < E; ++e) biased[size_t(e)] += bias->data<float>()[e];
+        std::vector<int32_t> order(static_cast<size_t>(E));
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                          [&](int32_t a, int32_t b) { return biased[size_t(a)] > biased[size_t(b)]; });
+        std::copy_n(order.begin(), k, sel);
+      }
+      float sum = 0;
+      for (int64_t j = 0; j < k; ++j) sum += s[size_t(sel[j])];
+      // transformers renormalizes always; the official code skips it for softmax scoring
+      const bool renormalize = c.scoring != ScoringFunc::softmax || c.norm_topk_prob;
+      for (int64_t j = 0; j < k; ++j)
+        out.weights.data<float>()[r * k + j] =
+            (renormalize ? s[size_t(sel[j])] / (sum + 1e-20f) : s[size_t(sel[j])]) * float(c.route_scale);
+    }
+    return out;
+  }
+
+  Tensor experts(const Tensor& x, const Routing& r, const std::vector<Tensor>& w1, const std::vector<Tensor>& w2,
+                 const std::vector<Tensor>& w3, double limit) override {
+    const int64_t n = x.rows(), d = x.dim(1), k = r.experts.dim(1);
+    Tensor out = make({n, d}, ElemType::f32);
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t t = 0; t < n; ++t) {
+      const Tensor row = slice_rows(x, t, 1);
+      std::vector<float> acc(size_t(d), 0.0f);
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t e = r.experts.data<int32_t>()[t * k + j];
+        const Tensor y = linear(swiglu(linear(row, w1[size_t(e)]), linear(row, w3[size_t(e)]), limit), w2[size_t(e)]);
+        const float wgt = r.weights.data<float>()[t * k + j];
+        for (int64_t i = 0; i < d; ++i) acc[size_t(i)] += y.data<float>()[i] * wgt;
+      }
+      std::copy(acc.begin(), acc.end(), out.data<float>() + t * d);
+    }
+    return out;
+  }
+
+  Tensor compress(CompressorState& s, const Tensor& kv, const Tensor& gate, const Tensor& ape, int64_t first_position,
+                  int64_t ratio, bool overlap) override {
+    const int64_t width = kv.dim(1), out_w = overlap ? width / 2 : width;
+    // Position in the window decides the ape row.
+    Tensor biased = make(gate.shape(), ElemType::f32);
+    for (int64_t t = 0; t < gate.rows(); ++t)
+      for (int64_t i = 0; i < width; ++i)
+        biased.data<float>()[t * width + i] =
+            gate.data<float>()[t * width + i] + ape.data<float>()[((first_position + t) % ratio) * width + i];
+    const Tensor all_kv = concat_rows({s.pending_kv, kv}, {width}, ElemType::f32);
+    const Tensor all_gate = concat_rows({s.pending_gate, biased}, {width}, ElemType::f32);
+    const int64_t windows = all_kv.rows() / ratio;
+    Tensor out = make({windows, out_w}, ElemType::f32);
+    for (int64_t w = 0; w < windows; ++w) {
+      const float* cur_kv = all_kv.data<float>() + w * ratio * width;
+      const float* cur_gate = all_gate.data<float>() + w * ratio * width;
+      for (int64_t ch = 0; ch < out_w; ++ch) {
+        // candidates: (previous window's first halves,) this window's (second halves)
+        std::vector<float> z, a;
+        if (overlap && !s.previous_kv.empty())
+          for (int64_t j = 0; j < ratio; ++j) {
+            z.push_back(s.previous_gate.data<float>()[j * out_w + ch]);
+            a.push_back(s.previous_kv.data<float>()[j * out_w + ch]);
+          }
+        const int64_t off = overlap ? out_w : 0;
+        for (int64_t j = 0; j < ratio; ++j) {
+          z.push_back(cur_gate[j * width + off + ch]);
+          a.push_back(cur_kv[j * width + off + ch]);
+        }
+        softmax(z.data(), int64_t(z.size()));
+        float sum = 0;
+        for (size_t j = 0; j < z.size(); ++j) sum += a[j] * z[j];
+        out.data<float>()[w * out_w + ch] = sum;
+      }
+      if (overlap) {
+        s.previous_kv = make({ratio, out_w}, ElemType::f32);
+        s.previous_gate = make({ratio, out_w}, ElemType::f32);
+        for (int64_t j = 0; j < ratio; ++j)
+          for (int64_t ch = 0; ch < out_w; ++ch) {
+            s.previous_kv.data<float>()[j * out_w + ch] = cur_kv[j * width + ch];
+            s.previous_gate.data<float>()[j * out_w + ch] = cur_gate[j * width + ch];
+          }
+      }
+    }
+    s.windows += windows;
+    const int64_t used = windows * ratio;
+    s.pending_kv = slice_rows(all_kv, used, all_kv.rows() - used);
+    s.pending_gate = slice_rows(all_gate, used, all_gate.rows() - used);
+    return out;
+  }
+
+  Tensor attention(const Tensor& q, const Tensor& kv, const Tensor& idx, const Tensor& sinks, double scale) override {
+    const int64_t n = q.rows(), d = kv.dim(1), heads = q.row_numel() / d, K = idx.dim(1);
+    Tensor out = make({n, heads * d}, ElemType::f32);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* qh = q.data<float>() + (r * heads + h) * d;
+        const int32_t* rows = idx.data<int32_t>() + r * K;
+        std::vector<float> z;
+        std::vector<int32_t> used;
+        for (int64_t j = 0; j < K; ++j) {
+          if (rows[j] < 0) continue;
+          z.push_back(float(dot(qh, kv.data<float>() + int64_t(rows[j]) * d, d)) * float(scale));
+          used.push_back(rows[j]);
+        }
+        const float sink = sinks.data<float>()[h];
+        float m = sink;
+        for (float v : z) m = std::max(m, v);
+        float denom = std::exp(sink - m);
+        for (float& v : z) denom += (v = std::exp(v - m));
+        float* o = out.data<float>() + (r * heads + h) * d;
+        std::vector<double> acc(size_t(d), 0.0);
+        for (size_t j = 0; j < z.size(); ++j) {
+          const float p = z[j] / denom;
+          const float* row = kv.data<float>() + int64_t(used[j]) * d;
+          for (int64_t i = 0; i < d; ++i) acc[size_t(i)] += double(p) * row[i];
+        }
+        for (int64_t i = 0; i < d; ++i) o[i] = float(acc[size_t(i)]);
+      }
+    return out;
+  }
+
+  Tensor indexer_topk(const Tensor& q, const Tensor& weights, const Tensor& keys, const Tensor& key_begin,
+                      const Tensor& visible, const Tensor& available, int64_t heads, int64_t k,
+                      double weight_scale) override {
+    const int64_t n = q.rows(), d = q.row_numel() / heads;
+    Tensor out = make({n, k}, ElemType::i32);
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t begin = key_begin.data<int32_t>()[r], count = visible.data<int32_t>()[r];
+      const int64_t total = available.data<int32_t>()[r];
+      // (score, entry) with the not-yet-visible entries at -inf, as transformers scores them
+      std::vector<std::pair<float, int32_t>> queue;
+      for (int64_t c = 0; c < total; ++c) {
+        double s = 0;
+        for (int64_t h = 0; h < heads && c < count; ++h) {
+          const double qk = dot(q.data<float>() + (r * heads + h) * d, keys.data<float>() + (begin + c) * d, d);
+          s += std::max(qk, 0.0) * double(weights.data<float>()[r * heads + h]) * weight_scale;
+        }
+        queue.emplace_back(c < count ? float(s) : kNegInf, int32_t(c));
+      }
+      // Equal scores (all heads' ReLU at zero) are common: pick among them exactly as
+      // torch.topk does on the CPU (partial_sort for small k, else nth_element).
+      const int64_t take = std::min(k, total);
+      auto larger = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) { return a.first > b.first; };
+      if (take > 0) {
+        if (take * 64 <= total) {
+          std::partial_sort(queue.begin(), queue.begin() + take, queue.end(), larger);
+        } else {
+          std::nth_element(queue.begin(), queue.begin() + take - 1, queue.end(), larger);
+          std::sort(queue.begin(), queue.begin() + take - 1, larger);
+        }
+      }
+      for (int64_t j = 0; j < k; ++j)
+        out.data<int32_t>()[r * k + j] = j < take && queue[size_t(j)].second < count ? queue[size_t(j)].second : -1;
+    }
+    return out;
+  }
+
+  Tensor encode_kv(const Tensor& rows, KvCacheDtype t, int64_t rope_dim) override {
+    const int64_t n = rows.rows(), d = rows.row_numel();
+    switch (t) {
+      case KvCacheDtype::f32: return rows;
+      case KvCacheDtype::bf16: {
+        Tensor out = make({n, 2 * d}, ElemType::u8);
+        for (int64_t i = 0; i < n * d; ++i) {
+          const uint16_t b = f32_to_bf16(rows.data<float>()[i]);
+          std::memcpy(out.data<uint8_t>() + 2 * i, &b, 2);
+        }
+        return out;
+      }
+      case KvCacheDtype::fp8: {
+        const int64_t nope = d - rope_dim, bytes = nope + 2 * rope_dim + ((nope + 63) / 64 + 7) / 8 * 8;
+        Tensor out = make({n, bytes}, ElemType::u8);
+        for (int64_t r = 0; r < n; ++r)
+          encode_kv_fp8(std::span<const float>(rows.data<float>() + r * d, size_t(d)), rope_dim,
+                        std::span<uint8_t>(out.data<uint8_t>() + r * bytes, size_t(bytes)));
+        return out;
+      }
+    }
+    return {};
+  }
+
+  Tensor decode_kv(const Tensor& bytes, KvCacheDtype t, int64_t head_dim, int64_t rope_dim) override {
+    const int64_t n = bytes.rows();
+    if (t == KvCacheDtype::f32) return bytes;
+    Tensor out = make({n, head_dim}, ElemType::f32);
+    const int64_t stride = bytes.row_numel();
+    for (int64_t r = 0; r < n; ++r) {
+      const uint8_t* in = bytes.data<uint8_t>() + r * stride;
+      float* row = out.data<float>() + r * head_dim;
+      if (t == KvCacheDtype::bf16) {
+        for (int64_t i = 0; i < head_dim; ++i) row[i] = bf16_to_f32(uint16_t(in[2 * i] | (in[2 * i + 1] << 8)));
+      } else {
+        decode_kv_fp8(std::span<const uint8_t>(in, size_t(stride)), rope_dim, std::span<float>(row, size_t(head_dim)));
+      }
+    }
+    return out;
+  }
+
+  Tensor encode_indexer(const Tensor& rows, IndexerCacheDtype t) override {
+    const int64_t n = rows.rows(), d = rows.row_numel();
+    if (t == IndexerCacheDtype::f32) return rows;
+    if (t == IndexerCacheDtype::bf16) return encode_kv(rows, KvCacheDtype::bf16, 0);
+    const int64_t bytes = d / 2 + (d + 31) / 32;
+    Tensor out = make({n, bytes}, ElemType::u8);
+    for (int64_t r = 0; r < n; ++r)
+      encode_indexer_fp4(std::span<const float>(rows.data<float>() + r * d, size_t(d)),
+                         std::span<uint8_t>(out.data<uint8_t>() + r * bytes, size_t(bytes)));
+    return out;
+  }
+
+  Tensor decode_indexer(const Tensor& bytes, IndexerCacheDtype t, int64_t head_dim) override {
+    if (t == IndexerCacheDtype::f32) return bytes;
+    if (t == IndexerCacheDtype::bf16) return decode_kv(bytes, KvCacheDtype::bf16, head_dim, 0);
+    const int64_t n = bytes.rows(), stride = bytes.row_numel();
+    Tensor out = make({n, head_dim}, ElemType::f32);
+    for (int64_t r = 0; r < n; ++r)
+      decode_indexer_fp4(std::span<const uint8_t>(bytes.data<uint8_t>() + r * stride, size_t(stride)),
+                         std::span<float>(out.data<float>() + r * head_dim, size_t(head_dim)));
+    return out;
+  }
+
+  Tensor indexer_query(const Tensor& q, IndexerCacheDtype t, int64_t head_dim) override {
+    if (t != IndexerCacheDtype::fp4) return q;
+    const Tensor heads = upload(download(q), {q.numel() / head_dim, head_dim});
+    Tensor round_trip = decode_indexer(encode_indexer(heads, t), t, head_dim);
+    return upload(download(round_trip), q.shape());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace tetra
