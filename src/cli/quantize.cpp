@@ -48,8 +48,10 @@ int run_quantize(const std::vector<std::string>& argv) {
   const std::string format = args.required("format");
   if (format != "nvfp4" && format != "fp8-mxfp4") usage_error("--format must be nvfp4 or fp8-mxfp4, got '", format, "'");
   const TargetLayout layout = format == "nvfp4" ? TargetLayout::nvfp4 : TargetLayout::fp8_mxfp4;
-  const long shard_mb = std::stol(args.get_or("shard-size-mb", "4096"));
-  if (shard_mb <= 0) usage_error("--shard-size-mb must be positive");
+  const std::string shard_arg = args.get_or("shard-size-mb", "4096");
+  char* end = nullptr;
+  const double shard_mb = std::strtod(shard_arg.c_str(), &end);
+  if (end == shard_arg.c_str() || *end || !(shard_mb > 0)) usage_error("--shard-size-mb must be a positive number, got '", shard_arg, "'");
 
   const ModelConfig config = load_model_config(input);
   const TensorStore store(input);
@@ -61,7 +63,7 @@ int run_quantize(const std::vector<std::string>& argv) {
 
   const NameFamily family = layout == TargetLayout::nvfp4 ? NameFamily::hf_module : NameFamily::official;
   const auto name = [&](const std::string& canonical) { return family_tensor_name(canonical, family); };
-  CheckpointWriter writer(output, uint64_t(shard_mb) << 20);
+  CheckpointWriter writer(output, uint64_t(shard_mb * double(1 << 20)));
   Progress progress("quantize", int64_t(weights.linears().size() + weights.params().size()));
 
   for (const LinearWeight* l : weights.linears()) {
