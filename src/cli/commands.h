@@ -7,5 +7,7 @@
 namespace tetra {
 
 int run_info(const std::vector<std::string>& args);
+int run_tokenize(const std::vector<std::string>& args);
+int run_detokenize(const std::vector<std::string>& args);
 
 }  // namespace tetra

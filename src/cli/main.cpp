@@ -15,7 +15,11 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  info --model DIR [--json] [--summary]   checkpoint summary: config, every tensor's role,\n"
-    "                                          format and bytes, weight memory, KV bytes per token\n";
+    "                                          format and bytes, weight memory, KV bytes per token\n"
+    "  tokenize --tokenizer FILE [--special] (--text S | --file F)\n"
+    "                                          token ids of a text as a JSON array; --special makes\n"
+    "                                          special-token text the special token\n"
+    "  detokenize --tokenizer FILE --ids JSON  the text of a JSON array of token ids\n";
 
 }  // namespace
 
@@ -28,6 +32,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   try {
     if (command == "info") return tetra::run_info(args);
+    if (command == "tokenize") return tetra::run_tokenize(args);
+    if (command == "detokenize") return tetra::run_detokenize(args);
     std::cerr << "tetra: unknown command '" << command << "'\n" << kUsage;
     return 2;
   } catch (const tetra::Error& e) {
