@@ -19,7 +19,11 @@ constexpr const char* kUsage =
     "  tokenize --tokenizer FILE [--special] (--text S | --file F)\n"
     "                                          token ids of a text as a JSON array; --special makes\n"
     "                                          special-token text the special token\n"
-    "  detokenize --tokenizer FILE --ids JSON  the text of a JSON array of token ids\n";
+    "  detokenize --tokenizer FILE --ids JSON  the text of a JSON array of token ids\n"
+    "  render-chat --request FILE              the DeepSeek-V4 prompt of {\"messages\", \"thinking_mode\",\n"
+    "                                          \"reasoning_effort\", \"drop_thinking\"}\n"
+    "  parse-completion --thinking-mode chat|thinking\n"
+    "                                          model output on stdin to an assistant message (JSON)\n";
 
 }  // namespace
 
@@ -34,6 +38,8 @@ int main(int argc, char** argv) {
     if (command == "info") return tetra::run_info(args);
     if (command == "tokenize") return tetra::run_tokenize(args);
     if (command == "detokenize") return tetra::run_detokenize(args);
+    if (command == "render-chat") return tetra::run_render_chat(args);
+    if (command == "parse-completion") return tetra::run_parse_completion(args);
     std::cerr << "tetra: unknown command '" << command << "'\n" << kUsage;
     return 2;
   } catch (const tetra::Error& e) {
