@@ -1,6 +1,7 @@
 #include "text/bpe.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/error.h"
 #include "text/byte_level.h"
@@ -44,7 +45,8 @@ BpeModel::BpeModel(const json& model) {
   ignore_merges_ = model.value("ignore_merges", false);
 
   for (const auto& [token, id_value] : model["vocab"].items()) {
-    if (!id_value.is_number_unsigned()) model_error("tokenizer.json: vocab entry '", token, "' has no valid id");
+    if (!id_value.is_number_integer() || id_value.get<int64_t>() < 0 || id_value.get<int64_t>() > INT32_MAX)
+      model_error("tokenizer.json: vocab entry '", token, "' has no valid id");
     const auto id = id_value.get<TokenId>();
     vocab_.emplace(token, id);
     if (id >= token_strings_.size()) token_strings_.resize(id + 1);

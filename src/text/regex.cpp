@@ -74,12 +74,13 @@ RegexScratch::RegexScratch()
 }
 
 Regex::Regex(std::string_view pattern, Syntax syntax, std::string_view where) : pattern_(pattern) {
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
+  uint32_t options = PCRE2_UTF;
   std::string compiled;
   if (syntax == Syntax::literal) {
-    options |= PCRE2_LITERAL;
+    options |= PCRE2_LITERAL;  // Unicode properties do not apply to a literal (PCRE2 rejects UCP here)
     compiled = pattern;
   } else {
+    options |= PCRE2_UCP;
     compiled = translate_oniguruma(pattern, where);
   }
   int error = 0;
