@@ -1,7 +1,9 @@
 #pragma once
 // A Hugging Face tokenizer.json (byte-level BPE, the kind DeepSeek ships) with the bos/eos
 // tokens of tokenizer_config.json: text to ids and back. Ids equal those of the `tokenizers`
-// library; the post-processor is not applied (prompts carry their own BOS text).
+// library; the post-processor is not applied (prompts carry their own BOS text). One known
+// divergence: Debian's PCRE2 10.42 has Unicode 14 tables and the library's Oniguruma Unicode 16,
+// so characters assigned since (rare: new scripts and symbols) can be split differently.
 #include <filesystem>
 #include <optional>
 #include <span>
