@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  nlohmann-json3-dev libgtest-dev libgmock-dev libomp-dev
+  nlohmann-json3-dev libgtest-dev libgmock-dev libomp-dev libpcre2-dev
   python3
 )
 
@@ -23,6 +23,27 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all Debian packages present"
+fi
+
+# Node.js runs the tokenizer comparison with the Hugging Face `tokenizers` library. Debian's
+# nodejs/npm are installed only where no node is present (a NodeSource node ships its own npm).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "setup: installing nodejs npm"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq || true
+  $sudo_cmd apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+
+# The npm packages of tests/node (the library and the DeepSeek vocabulary), at the versions of
+# its package-lock.json; reinstalled only when the lock file changed.
+node_dir="$(dirname "$0")/../tests/node"
+if [ ! -f "$node_dir/node_modules/.package-lock.json" ] || [ "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
+  echo "setup: installing the npm packages of tests/node"
+  (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
+else
+  echo "setup: npm packages of tests/node present"
 fi
 
 if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null 2>&1; then

@@ -9,5 +9,9 @@ namespace tetra {
 int run_info(const std::vector<std::string>& args);
 int run_logits(const std::vector<std::string>& args);
 int run_quantize(const std::vector<std::string>& args);
+int run_tokenize(const std::vector<std::string>& args);
+int run_detokenize(const std::vector<std::string>& args);
+int run_render_chat(const std::vector<std::string>& args);
+int run_parse_completion(const std::vector<std::string>& args);
 
 }  // namespace tetra

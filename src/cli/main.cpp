@@ -21,7 +21,16 @@ constexpr const char* kUsage =
     "                                          raw f32 logits of every position ([seq][pos][vocab])\n"
     "  quantize --input DIR --output DIR --format nvfp4|fp8-mxfp4 [--shard-size-mb N]\n"
     "                                          rewrite a bf16/f32 checkpoint as ModelOpt NVFP4 or\n"
-    "                                          official FP8 + MXFP4\n";
+    "                                          official FP8 + MXFP4\n"
+
+    "  tokenize --tokenizer FILE [--special] (--text S | --file F)\n"
+    "                                          token ids of a text as a JSON array; --special makes\n"
+    "                                          special-token text the special token\n"
+    "  detokenize --tokenizer FILE --ids JSON  the text of a JSON array of token ids\n"
+    "  render-chat --request FILE              the DeepSeek-V4 prompt of {\"messages\", \"thinking_mode\",\n"
+    "                                          \"reasoning_effort\", \"drop_thinking\"}\n"
+    "  parse-completion --thinking-mode chat|thinking\n"
+    "                                          model output on stdin to an assistant message (JSON)\n";
 
 }  // namespace
 
@@ -36,6 +45,10 @@ int main(int argc, char** argv) {
     if (command == "info") return tetra::run_info(args);
     if (command == "logits") return tetra::run_logits(args);
     if (command == "quantize") return tetra::run_quantize(args);
+    if (command == "tokenize") return tetra::run_tokenize(args);
+    if (command == "detokenize") return tetra::run_detokenize(args);
+    if (command == "render-chat") return tetra::run_render_chat(args);
+    if (command == "parse-completion") return tetra::run_parse_completion(args);
     std::cerr << "tetra: unknown command '" << command << "'\n" << kUsage;
     return 2;
   } catch (const tetra::Error& e) {

@@ -1,0 +1,138 @@
+#include "text/tokenizer.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "text/byte_level.h"
+#include "text/utf8.h"
+
+namespace tetra::text {
+namespace {
+
+using nlohmann::json;
+
+json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) model_error(path.string(), ": cannot open");
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    model_error(path.string(), ": invalid JSON: ", e.what());
+  }
+}
+
+// Only tokenizers without text normalization are supported: DeepSeek's is an empty Sequence.
+void require_identity_normalizer(const json& normalizer) {
+  if (normalizer.is_null()) return;
+  if (normalizer.value("type", "") == "Sequence" && normalizer.value("normalizers", json::array()).empty()) return;
+  model_error("tokenizer.json: normalizer ", normalizer.dump(), " is not supported (only none or an empty Sequence)");
+}
+
+void require_byte_level_decoder(const json& decoder) {
+  if (decoder.is_object() && decoder.value("type", "") == "ByteLevel") return;
+  model_error("tokenizer.json: decoder ", decoder.dump(), " is not supported (only ByteLevel)");
+}
+
+const json& field(const json& j, const char* key) {
+  static const json null_value;
+  return j.is_object() && j.contains(key) ? j[key] : null_value;
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
+  const json tokenizer = read_json(tokenizer_json);
+  const auto config_path = tokenizer_json.parent_path() / "tokenizer_config.json";
+  const json config = std::filesystem::exists(config_path) ? read_json(config_path) : json();
+  try {
+    return Tokenizer(tokenizer, config);
+  } catch (const Error& e) {
+    model_error(tokenizer_json.string(), ": ", e.what());
+  }
+}
+
+Tokenizer::Tokenizer(const json& tokenizer, const json& config)
+    : bpe_(field(tokenizer, "model")),
+      pre_tokenizer_(field(tokenizer, "pre_tokenizer")),
+      added_(field(tokenizer, "added_tokens")) {
+  require_identity_normalizer(field(tokenizer, "normalizer"));
+  require_byte_level_decoder(field(tokenizer, "decoder"));
+
+  const auto& strings = bpe_.token_strings();
+  size_t size = strings.size();
+  for (const AddedToken& t : added_.tokens()) size = std::max<size_t>(size, t.id + 1);
+  decoded_.resize(size);
+  known_.assign(size, false);
+  for (size_t id = 0; id < strings.size(); ++id) {
+    if (strings[id].empty()) continue;
+    decoded_[id] = byte_level_decode_token(strings[id]);
+    known_[id] = true;
+  }
+  for (const AddedToken& t : added_.tokens()) {
+    decoded_[t.id] = byte_level_decode_token(t.content);
+    known_[t.id] = true;
+  }
+  bos_id_ = config_token(config, "bos_token");
+  eos_id_ = config_token(config, "eos_token");
+}
+
+std::optional<TokenId> Tokenizer::config_token(const json& config, const char* key) const {
+  const json& value = field(config, key);
+  std::string content;
+  if (value.is_string()) {
+    content = value.get<std::string>();
+  } else if (value.is_object() && value.contains("content")) {
+    content = value["content"].get<std::string>();
+  } else {
+    return std::nullopt;
+  }
+  auto id = token_id(content);
+  if (!id) model_error("tokenizer_config.json: ", key, " '", content, "' is not a token of tokenizer.json");
+  return id;
+}
+
+std::optional<TokenId> Tokenizer::token_id(std::string_view token) const {
+  for (const AddedToken& t : added_.tokens())
+    if (t.content == token) return t.id;
+  auto it = bpe_.vocab().find(std::string(token));
+  if (it != bpe_.vocab().end()) return it->second;
+  return std::nullopt;
+}
+
+std::vector<TokenId> Tokenizer::encode(std::string_view text, SpecialTokens special) const {
+  require_valid_utf8(text, "text to encode");
+  std::vector<TokenId> ids;
+  ids.reserve(text.size() / 3 + 1);
+  std::vector<Segment> segments;
+  added_.split(text, special == SpecialTokens::recognized, segments);
+  PreTokenizerScratch pre_scratch;
+  BpeScratch bpe_scratch;
+  std::vector<std::string_view> pieces;
+  for (const Segment& segment : segments) {
+    if (segment.added_id >= 0) {
+      ids.push_back(TokenId(segment.added_id));
+      continue;
+    }
+    pre_tokenizer_.split(segment.text, pre_scratch, pieces);
+    for (std::string_view piece : pieces) bpe_.encode_piece(piece, bpe_scratch, ids);
+  }
+  return ids;
+}
+
+const std::string& Tokenizer::token_bytes(TokenId id) const {
+  if (id >= known_.size() || !known_[id])
+    usage_error("token id ", id, " is not in the vocabulary (size ", known_.size(), ")");
+  return decoded_[id];
+}
+
+std::string Tokenizer::decode(std::span<const TokenId> ids) const {
+  std::string bytes;
+  for (TokenId id : ids) bytes += token_bytes(id);
+  std::string text;
+  text.reserve(bytes.size());
+  append_utf8_lossy(bytes, true, text);
+  return text;
+}
+
+}  // namespace tetra::text
