@@ -18,25 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The published V4-Flash config.json (repo-root legacy form).
-ModelConfig flash_config() {
-  json j = {{"hc_eps", 1e-06}, {"hc_mult", 4}, {"hc_sinkhorn_iters", 20}, {"head_dim", 512},
-            {"hidden_size", 4096}, {"index_head_dim", 128}, {"index_n_heads", 64}, {"index_topk", 512},
-            {"max_position_embeddings", 1048576}, {"model_type", "deepseek_v4"}, {"moe_intermediate_size", 2048},
-            {"n_routed_experts", 256}, {"n_shared_experts", 1}, {"num_attention_heads", 64},
-            {"num_experts_per_tok", 6}, {"num_hidden_layers", 43}, {"num_hash_layers", 3},
-            {"num_nextn_predict_layers", 1}, {"o_groups", 8}, {"o_lora_rank", 1024}, {"q_lora_rank", 1024},
-            {"qk_rope_head_dim", 64}, {"routed_scaling_factor", 1.5}, {"sliding_window", 128},
-            {"swiglu_limit", 10.0}, {"vocab_size", 129280}, {"compress_rope_theta", 160000}, {"rope_theta", 10000}};
-  j["rope_scaling"] = {{"beta_fast", 32}, {"beta_slow", 1}, {"factor", 16},
-                       {"original_max_position_embeddings", 65536}, {"type", "yarn"}};
-  std::vector<int> ratios = {0, 0};
-  for (int i = 0; i < 20; ++i) ratios.insert(ratios.end(), {4, 128});
-  ratios.insert(ratios.end(), {4, 0});
-  j["compress_ratios"] = ratios;
-  return parse_model_config(j.dump(), "flash config");
-}
-
 TEST(V4FlashReplica, InfoReportsPublishedTotalsFromHeadersOnly) {
   const fs::path dir = fs::temp_directory_path() / ("tetra_flash_replica_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -46,7 +27,7 @@ TEST(V4FlashReplica, InfoReportsPublishedTotalsFromHeadersOnly) {
   o.shards = 46;
   o.with_mtp = true;
   o.header_only = true;
-  o.config = flash_config();
+  o.config = load_model_config(TETRA_SOURCE_DIR "/tests/data/v4_flash");  // the published config.json
   testing::write_tiny_checkpoint(dir.string(), o);
 
   const auto start = std::chrono::steady_clock::now();

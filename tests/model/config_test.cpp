@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "model/config.h"
+#include "model/config_writer.h"
 
 namespace tetra {
 namespace {
@@ -17,28 +18,7 @@ std::string read_file(const std::string& p) {
 }
 
 // The published V4-Flash config (repo-root legacy form), from ../shared/reference.
-json flash_legacy() {
-  json j = {{"architectures", {"DeepseekV4ForCausalLM"}}, {"bos_token_id", 0}, {"eos_token_id", 1},
-            {"hc_eps", 1e-06}, {"hc_mult", 4}, {"hc_sinkhorn_iters", 20}, {"head_dim", 512},
-            {"hidden_act", "silu"}, {"hidden_size", 4096}, {"index_head_dim", 128}, {"index_n_heads", 64},
-            {"index_topk", 512}, {"max_position_embeddings", 1048576}, {"model_type", "deepseek_v4"},
-            {"moe_intermediate_size", 2048}, {"n_routed_experts", 256}, {"n_shared_experts", 1},
-            {"norm_topk_prob", true}, {"num_attention_heads", 64}, {"num_experts_per_tok", 6},
-            {"num_hidden_layers", 43}, {"num_hash_layers", 3}, {"num_key_value_heads", 1},
-            {"num_nextn_predict_layers", 1}, {"o_groups", 8}, {"o_lora_rank", 1024}, {"q_lora_rank", 1024},
-            {"qk_rope_head_dim", 64}, {"rms_norm_eps", 1e-06}, {"rope_theta", 10000},
-            {"routed_scaling_factor", 1.5}, {"scoring_func", "sqrtsoftplus"}, {"sliding_window", 128},
-            {"swiglu_limit", 10.0}, {"vocab_size", 129280}, {"compress_rope_theta", 160000}};
-  j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
-                              {"scale_fmt", "ue8m0"}, {"weight_block_size", {128, 128}}};
-  j["rope_scaling"] = {{"beta_fast", 32}, {"beta_slow", 1}, {"factor", 16},
-                       {"original_max_position_embeddings", 65536}, {"type", "yarn"}};
-  std::vector<int> ratios = {0, 0};
-  for (int i = 0; i < 20; ++i) ratios.insert(ratios.end(), {4, 128});
-  ratios.insert(ratios.end(), {4, 0});
-  j["compress_ratios"] = ratios;
-  return j;
-}
+json flash_legacy() { return json::parse(read_file(TETRA_SOURCE_DIR "/tests/data/v4_flash/config.json")); }
 
 TEST(Config, LegacyFlash) {
   const ModelConfig c = parse_model_config(flash_legacy().dump(), "config.json");
@@ -78,6 +58,28 @@ TEST(Config, ModelOptFlatRopeAndQuantization) {
   EXPECT_EQ(c.yarn.factor, 8);
   EXPECT_EQ(c.quant.method, "modelopt");
   EXPECT_EQ(c.quant.quant_algo, "NVFP4");
+}
+
+// What tetra quantize writes reads back as the same config, in both shapes.
+TEST(Config, WrittenConfigRoundTrips) {
+  const ModelConfig flash = parse_model_config(flash_legacy().dump(), "flash");
+  const ModelConfig hf = parse_model_config(read_file(TETRA_SOURCE_DIR "/tests/data/hf_save_pretrained/config.json"), "hf");
+  for (const ModelConfig& c : {flash, hf}) {
+    for (ConfigForm form : {ConfigForm::legacy, ConfigForm::transformers}) {
+      const ModelConfig back = parse_model_config(model_config_json(c, form), "written");
+      EXPECT_EQ(back.form, form);
+      EXPECT_EQ(back.summary().substr(back.summary().find('\n')), c.summary().substr(c.summary().find('\n')));
+      EXPECT_EQ(back.compress_ratios, c.compress_ratios);
+      EXPECT_EQ(back.hash_routed, c.hash_routed);
+      EXPECT_EQ(back.n_mtp_layers, c.n_mtp_layers);
+      EXPECT_EQ(back.rope_dim, c.rope_dim);
+      EXPECT_EQ(back.yarn.enabled, c.yarn.enabled);
+      EXPECT_EQ(back.yarn.original_max_position, c.yarn.original_max_position);
+      EXPECT_EQ(back.quant.method, c.quant.method);
+      EXPECT_EQ(back.swiglu_limit, c.swiglu_limit);
+      EXPECT_EQ(back.norm_eps, c.norm_eps);
+    }
+  }
 }
 
 TEST(Config, BadFieldsAreNamed) {
