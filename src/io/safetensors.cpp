@@ -122,8 +122,10 @@ TensorStore::TensorStore(const std::string& dir) {
   std::vector<std::string> shard_names;
   std::unordered_map<std::string, std::string> index_map;  // tensor -> shard file name
   if (fs::exists(index_path)) {
-    std::ifstream in(index_path);
-    json index = json::parse(in, nullptr, false);
+    // Parsing from a string is several times faster than from a stream (a real index is MBs).
+    std::ifstream in(index_path, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    json index = json::parse(text, nullptr, false);
     if (index.is_discarded() || !index.is_object()) model_error(index_path.string(), ": not valid JSON");
     if (!index.contains("weight_map") || !index["weight_map"].is_object())
       model_error(index_path.string(), ": missing object field 'weight_map'");
