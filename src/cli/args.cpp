@@ -46,4 +46,16 @@ std::string Args::required(const std::string& name) const {
   return *v;
 }
 
+std::optional<int64_t> Args::count(const std::string& name) const {
+  const auto v = get(name);
+  if (!v) return std::nullopt;
+  try {
+    size_t used = 0;
+    const long long n = std::stoll(*v, &used);
+    if (used == v->size() && n >= 0) return n;
+  } catch (const std::exception&) {
+  }
+  usage_error("--", name, " must be a non-negative integer, got '", *v, "'");
+}
+
 }  // namespace tetra

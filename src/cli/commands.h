@@ -8,6 +8,7 @@ namespace tetra {
 
 int run_info(const std::vector<std::string>& args);
 int run_logits(const std::vector<std::string>& args);
+int run_perplexity(const std::vector<std::string>& args);
 int run_quantize(const std::vector<std::string>& args);
 int run_tokenize(const std::vector<std::string>& args);
 int run_detokenize(const std::vector<std::string>& args);

@@ -35,16 +35,6 @@ std::vector<std::vector<int32_t>> read_token_file(const std::string& path) {
   return batch;
 }
 
-int64_t parse_count(const std::string& name, const std::string& v) {
-  try {
-    size_t used = 0;
-    const long long n = std::stoll(v, &used);
-    if (used == v.size() && n >= 0) return n;
-  } catch (const std::exception&) {
-  }
-  usage_error("--", name, " must be a non-negative integer, got '", v, "'");
-}
-
 }  // namespace
 
 int run_logits(const std::vector<std::string>& argv) {
@@ -55,7 +45,7 @@ int run_logits(const std::vector<std::string>& argv) {
                           parse_indexer_cache_dtype(args.get_or("indexer-cache-dtype", "fp4"))};
   int64_t longest = 0;
   for (const auto& s : batch) longest = std::max(longest, int64_t(s.size()));
-  const int64_t prefill = args.get("prefill") ? parse_count("prefill", *args.get("prefill")) : longest;
+  const int64_t prefill = args.count("prefill").value_or(longest);
   if (prefill == 0) usage_error("--prefill must be at least 1 (the first step is a prefill)");
   const auto backend = make_backend(args.get_or("device", "cpu"));
 

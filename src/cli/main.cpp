@@ -19,6 +19,10 @@ constexpr const char* kUsage =
     "  logits --model DIR --tokens-file F.json --out FILE [--prefill N] [--device cpu|cuda]\n"
     "         [--kv-cache-dtype f32|bf16|fp8] [--indexer-cache-dtype f32|bf16|fp4]\n"
     "                                          raw f32 logits of every position ([seq][pos][vocab])\n"
+    "  perplexity --model DIR (--file TEXT | --tokens-file IDS.json) [--context N] [--chunks N]\n"
+    "         [--json] [--device cpu|cuda] [--kv-cache-dtype ...] [--indexer-cache-dtype ...]\n"
+    "                                          perplexity over consecutive windows of N tokens\n"
+    "                                          (default 1024); TEXT is tokenized with DIR/tokenizer.json\n"
     "  quantize --input DIR --output DIR --format nvfp4|fp8-mxfp4 [--shard-size-mb N]\n"
     "                                          rewrite a bf16/f32 checkpoint as ModelOpt NVFP4 or\n"
     "                                          official FP8 + MXFP4\n"
@@ -44,6 +48,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "info") return tetra::run_info(args);
     if (command == "logits") return tetra::run_logits(args);
+    if (command == "perplexity") return tetra::run_perplexity(args);
     if (command == "quantize") return tetra::run_quantize(args);
     if (command == "tokenize") return tetra::run_tokenize(args);
     if (command == "detokenize") return tetra::run_detokenize(args);

@@ -32,6 +32,17 @@ WeightFormat target_format(const std::string& role, TargetLayout layout) {
              : WeightFormat::fp8_block;
 }
 
+// Checked before anything is written, so a checkpoint that cannot be quantized leaves nothing.
+void check_block_sizes(const ModelWeights& weights, TargetLayout layout, const std::string& input) {
+  for (const LinearWeight* l : weights.linears()) {
+    const WeightFormat target = target_format(l->role, layout);
+    const int64_t block = target == WeightFormat::nvfp4 ? 16 : target == WeightFormat::mxfp4 ? 32 : 1;
+    if (l->in % block)
+      model_error(input, ": tensor ", l->sources[0], " has input dimension ", l->in, ", not divisible by the ",
+                  weight_format_name(target), " block of ", block);
+  }
+}
+
 std::vector<std::byte> copy_bytes(const TensorView& v) { return std::vector<std::byte>(v.data, v.data + v.nbytes); }
 
 std::vector<std::byte> f32_bytes(float x) {
@@ -60,6 +71,8 @@ int run_quantize(const std::vector<std::string>& argv) {
     if (l->format != WeightFormat::dense)
       model_error(input, ": tensor ", l->sources[0], " is already ", weight_format_name(l->format),
                   "; tetra quantize needs a bf16/f16/f32 checkpoint");
+
+  check_block_sizes(weights, layout, input);
 
   const NameFamily family = layout == TargetLayout::nvfp4 ? NameFamily::hf_module : NameFamily::official;
   const auto name = [&](const std::string& canonical) { return family_tensor_name(canonical, family); };

@@ -8,9 +8,11 @@
 
 #include "core/error.h"
 #include "model/quantizers.h"
+#include "support/nearest_code.h"
 
 namespace tetra {
 namespace {
+using testing::brute_force_nearest;
 
 std::vector<float> random_matrix(int64_t out, int64_t in, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -20,23 +22,6 @@ std::vector<float> random_matrix(int64_t out, int64_t in, uint32_t seed) {
   w[3] = 0.9f;  // an outlier sets one block's scale apart
   for (int64_t i = 0; i < 16; ++i) w[size_t(in + i)] = 0;  // an all-zero block
   return w;
-}
-
-// Nearest code to x among the `n` non-negative codes of `decode` (ties to the even code), with
-// x's sign bit (`sign`) set for negative x: the sign is kept even when the magnitude rounds to 0.
-uint8_t brute_force_nearest(double x, int n, float (*decode)(uint8_t), uint8_t sign = 0) {
-  int best = -1;
-  double best_d = INFINITY;
-  for (int c = 0; c < n; ++c) {
-    const double v = decode(uint8_t(c));
-    if (std::isnan(v)) continue;
-    const double d = std::fabs(v - std::fabs(x));
-    if (d < best_d || (d == best_d && c % 2 == 0)) {
-      best = c;
-      best_d = d;
-    }
-  }
-  return uint8_t(best | (std::signbit(x) ? sign : 0));
 }
 
 uint8_t nibble(const std::vector<std::byte>& packed, int64_t i) {
