@@ -104,5 +104,34 @@ done
 grep -q '^tetra_cache_blocks_in_use 0$' "$work/metrics.txt" || fail "blocks still in use when idle"
 
 stop_server || fail "clean shutdown"
+
+# --- a small server: a bounded queue answers 429, a request larger than the cache pool 400,
+# and clients that hang up mid-stream free their sequences and blocks.
+start_server "$tetra" "$model" --max-running 1 --max-queued 1 --cache-blocks 200
+eos=$("$tetra" tokenize --tokenizer "$model/tokenizer.json" --special --text '<｜end▁of▁sentence｜>' | tr -d '[]')
+endless="{\"prompt\":\"go\",\"max_tokens\":3000,\"temperature\":1,\"stream\":true,\"logit_bias\":{\"$eos\":-100}}"
+curl -sN "$BASE/v1/completions" -H 'Content-Type: application/json' -d "$endless" >/dev/null &
+first=$!
+sleep 0.3
+curl -sN "$BASE/v1/completions" -H 'Content-Type: application/json' -d "$endless" >/dev/null &
+second=$!
+sleep 0.3
+expect_status busy 429 "$(call busy POST /v1/completions "$(body busy '{"prompt":"x","max_tokens":5}')" "")"
+[ "$(json busy "d['error']['type']")" = rate_limit_error ] || fail "429 body"
+expect_status pool 400 "$(call pool POST /v1/completions "$(body pool '{"prompt":"x","max_tokens":4000}')" "")"
+json pool "d['error']['param']" | grep -q max_tokens || fail "too large for the pool: param not max_tokens"
+kill "$first" "$second"
+wait "$first" "$second" 2>/dev/null || true
+idle=no
+for _ in $(seq 1 50); do
+  curl -s "$BASE/metrics" >"$work/metrics2.txt"
+  if grep -q '^tetra_requests_running 0$' "$work/metrics2.txt" && grep -q '^tetra_requests_queued 0$' "$work/metrics2.txt" &&
+     grep -q '^tetra_cache_blocks_in_use 0$' "$work/metrics2.txt"; then idle=yes; break; fi
+  sleep 0.1
+done
+[ "$idle" = yes ] || fail "disconnected clients left work behind: $(grep -E '^tetra_(requests|cache)' "$work/metrics2.txt")"
+gen=$(awk '/^tetra_generation_tokens_total / {print $2}' "$work/metrics2.txt")
+[ "${gen%.*}" -lt 3000 ] || fail "disconnected streams ran to the end ($gen tokens)"
+stop_server || fail "clean shutdown of the small server"
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "server curl test: all checks passed"
