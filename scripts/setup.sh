@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  nlohmann-json3-dev libgtest-dev libgmock-dev libomp-dev libpcre2-dev
+  nlohmann-json3-dev libgtest-dev libgmock-dev libomp-dev libpcre2-dev libcpp-httplib-dev curl
   python3
 )
 

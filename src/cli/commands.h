@@ -14,5 +14,7 @@ int run_tokenize(const std::vector<std::string>& args);
 int run_detokenize(const std::vector<std::string>& args);
 int run_render_chat(const std::vector<std::string>& args);
 int run_parse_completion(const std::vector<std::string>& args);
+int run_generate(const std::vector<std::string>& args);
+int run_serve(const std::vector<std::string>& args);
 
 }  // namespace tetra

@@ -34,7 +34,16 @@ constexpr const char* kUsage =
     "  render-chat --request FILE              the DeepSeek-V4 prompt of {\"messages\", \"thinking_mode\",\n"
     "                                          \"reasoning_effort\", \"drop_thinking\"}\n"
     "  parse-completion --thinking-mode chat|thinking\n"
-    "                                          model output on stdin to an assistant message (JSON)\n";
+    "                                          model output on stdin to an assistant message (JSON)\n"
+    "  generate [--model DIR] (--prompt S | --messages FILE) [--max-tokens N] [--temperature T] [--top-k K]\n"
+    "           [--top-p P] [--min-p P] [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty X]\n"
+    "           [--seed N] [--stop S] [--thinking] [--stream]\n"
+    "                                          one completion (raw text) or chat turn (assistant JSON)\n"
+    "  serve [--model DIR] [--host 127.0.0.1] [--port 8000] [--api-key KEY] [--served-model-name N]\n"
+    "        [--cache-blocks N] [--max-running N] [--max-queued N] [--prefill-chunk N] [--max-body-bytes N]\n"
+    "                                          OpenAI-compatible server (continuous batching)\n"
+    "  (generate and serve also take --device, --kv-cache-dtype, --indexer-cache-dtype; without\n"
+    "   --model they use the demo model at models/demo/nvfp4)\n";
 
 }  // namespace
 
@@ -54,6 +63,8 @@ int main(int argc, char** argv) {
     if (command == "detokenize") return tetra::run_detokenize(args);
     if (command == "render-chat") return tetra::run_render_chat(args);
     if (command == "parse-completion") return tetra::run_parse_completion(args);
+    if (command == "generate") return tetra::run_generate(args);
+    if (command == "serve") return tetra::run_serve(args);
     std::cerr << "tetra: unknown command '" << command << "'\n" << kUsage;
     return 2;
   } catch (const tetra::Error& e) {

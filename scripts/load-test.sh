@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Load test of `tetra serve` over loopback: many concurrent streaming clients with random
+# disconnects for a bounded time, then checks zero 5xx, that the server is alive, and that its
+# memory returns to the idle level; prints requests/s and time-to-first-token p50/p99.
+# usage: scripts/load-test.sh [--model DIR] [--clients N] [--seconds S] [--max-requests N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=models/demo/nvfp4 clients=48 seconds=60 max_requests=100000
+while [ $# -gt 0 ]; do
+  case $1 in
+    --model) model=$2; shift 2 ;;
+    --clients) clients=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --max-requests) max_requests=$2; shift 2 ;;
+    *) echo "usage: $0 [--model DIR] [--clients N] [--seconds S] [--max-requests N]" >&2; exit 2 ;;
+  esac
+done
+[ -d "$model" ] || { echo "load-test: model directory $model is missing" >&2; exit 1; }
+[ -x build/src/tetra ] || ./scripts/build.sh
+. tests/server/start_server.sh
+start_server build/src/tetra "$model"
+trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
+rss() { awk '/VmRSS/ {print $2}' "/proc/$SERVER_PID/status"; }
+
+# Idle level: after a short run at full concurrency, so that thread stacks and allocator arenas
+# exist already; a leak then shows as growth over the much longer run that follows.
+node tests/node/load_client.mjs "$BASE" "$clients" 5 100000 >/dev/null
+sleep 2
+idle=$(rss)
+echo "load-test: $clients clients for ${seconds}s against $BASE (model $model), idle RSS ${idle} kB"
+status=0
+node tests/node/load_client.mjs "$BASE" "$clients" "$seconds" "$max_requests" || status=$?
+sleep 2
+after=$(rss)
+curl -sf "$BASE/health" >/dev/null || { echo "load-test: server not healthy after the load" >&2; status=1; }
+running=$(curl -s "$BASE/metrics" | awk '/^tetra_requests_running / {print $2}')
+blocks=$(curl -s "$BASE/metrics" | awk '/^tetra_cache_blocks_in_use / {print $2}')
+echo "load-test: RSS idle ${idle} kB, after load ${after} kB; running ${running}, cache blocks in use ${blocks}"
+[ "$running" = 0 ] && [ "$blocks" = 0 ] || { echo "load-test: requests or blocks left over" >&2; status=1; }
+# More than 10% above the idle level means memory was not given back.
+[ "$after" -le $((idle + idle / 10)) ] || { echo "load-test: memory did not return to the idle level" >&2; status=1; }
+stop_server || status=1
+[ "$status" -eq 0 ] && echo "load-test: passed" || echo "load-test: FAILED"
+exit "$status"

@@ -1,0 +1,45 @@
+#include "cli/model_options.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace tetra {
+
+std::set<std::string> model_option_names() {
+  return {"model", "device", "kv-cache-dtype", "indexer-cache-dtype", "cache-blocks", "max-running", "max-queued", "prefill-chunk"};
+}
+
+int64_t positive_integer_option(const Args& args, const std::string& name, int64_t fallback) {
+  const auto v = args.get(name);
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    const long long n = std::stoll(*v, &used);
+    if (used == v->size() && n > 0) return n;
+  } catch (const std::exception&) {
+  }
+  usage_error("--", name, " must be a positive integer, got '", *v, "'");
+}
+
+std::unique_ptr<server::ServingModel> load_serving_model(const Args& args) {
+  const std::string dir = args.get_or("model", server::kDemoModelDir);
+  if (!std::filesystem::is_directory(dir))
+    model_error(dir, ": no such model directory", args.get("model") ? "" : " (the demo model; pass --model DIR for another)");
+  const CacheTypes caches{parse_kv_cache_dtype(args.get_or("kv-cache-dtype", "fp8")),
+                          parse_indexer_cache_dtype(args.get_or("indexer-cache-dtype", "fp4"))};
+  return std::make_unique<server::ServingModel>(dir, args.get_or("device", "cpu"), caches);
+}
+
+std::unique_ptr<Scheduler> make_scheduler(const Args& args, server::ServingModel& model) {
+  const CacheGeometry geometry(model.config(), model.caches().kv, model.caches().indexer);
+  const int64_t blocks = args.get("cache-blocks") ? positive_integer_option(args, "cache-blocks", 1)
+                                                  : blocks_from_available_memory(geometry, 0.5);
+  SchedulerOptions options;
+  options.max_running = positive_integer_option(args, "max-running", options.max_running);
+  options.max_queued = positive_integer_option(args, "max-queued", options.max_queued);
+  options.prefill_chunk = positive_integer_option(args, "prefill-chunk", options.prefill_chunk);
+  return std::make_unique<Scheduler>(model.model(), model.backend(), geometry, blocks, options);
+}
+
+}  // namespace tetra

@@ -1,0 +1,48 @@
+#pragma once
+// Per-sequence attention state accounted in fixed-size blocks. A sequence reserves, when it is
+// admitted, the blocks its longest possible length needs (prompt + max_tokens), so a running
+// sequence can never run out of cache mid-generation; the pool is sized from memory.
+#include <cstdint>
+#include <mutex>
+
+#include "model/config.h"
+#include "model/kv_layout.h"
+
+namespace tetra {
+
+// How many bytes a block holds and how many blocks a sequence of n tokens needs
+// (the sliding-window rings are fixed per sequence, compressed entries grow with n).
+class CacheGeometry {
+ public:
+  CacheGeometry(const ModelConfig& config, KvCacheDtype kv, IndexerCacheDtype indexer, int64_t block_tokens = 16);
+
+  int64_t blocks_for(int64_t tokens) const;
+  int64_t block_bytes() const { return block_bytes_; }
+  int64_t block_tokens() const { return block_tokens_; }
+
+ private:
+  int64_t block_tokens_;
+  int64_t block_bytes_;
+  int64_t fixed_blocks_;  // the window rings of all layers
+};
+
+// A counted pool of blocks, safe to use from several threads.
+class CacheBlockPool {
+ public:
+  explicit CacheBlockPool(int64_t total) : total_(total) {}
+
+  bool try_take(int64_t blocks);  // false (taking nothing) when fewer are free
+  void give_back(int64_t blocks);
+  int64_t in_use() const;
+  int64_t total() const { return total_; }
+
+ private:
+  const int64_t total_;
+  mutable std::mutex mutex_;
+  int64_t in_use_ = 0;
+};
+
+// Blocks that fit in `fraction` of the memory the system reports available now.
+int64_t blocks_from_available_memory(const CacheGeometry& geometry, double fraction);
+
+}  // namespace tetra

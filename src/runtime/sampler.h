@@ -1,0 +1,45 @@
+#pragma once
+// Picks each next token of one sequence from its logits: penalties, logit bias, temperature,
+// top-k / top-p / min-p, and a random stream of its own, so the same seed and request give the
+// same tokens whatever else runs in the batch.
+#include <cstdint>
+#include <random>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "runtime/sampling_params.h"
+
+namespace tetra {
+
+struct SampledToken {
+  int32_t id = 0;
+  float logprob = 0;  // under the model's distribution (log-softmax of the raw logits)
+  std::vector<std::pair<int32_t, float>> top;  // the top_logprobs most likely tokens, best first
+};
+
+class Sampler {
+ public:
+  // `prompt` feeds the repetition penalty; `fallback_seed` is used when params.seed is unset.
+  Sampler(SamplingParams params, std::span<const int32_t> prompt, uint64_t fallback_seed);
+
+  // Chooses the next token and remembers it for the penalties.
+  SampledToken sample(std::span<const float> logits);
+
+ private:
+  void apply_penalties(std::vector<float>& logits) const;
+  int32_t draw(const std::vector<float>& logits);
+
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::unordered_map<int32_t, int64_t> generated_counts_;
+  std::vector<int32_t> seen_;  // prompt and generated ids, distinct (repetition penalty)
+  std::vector<bool> is_seen_;
+};
+
+// Log-softmax of the raw logits at `id`, and the k best (highest first, ties by lower id).
+float token_logprob(std::span<const float> logits, int32_t id);
+std::vector<std::pair<int32_t, float>> top_logprobs(std::span<const float> logits, int64_t k);
+
+}  // namespace tetra

@@ -1,0 +1,305 @@
+#include "server/http_server.h"
+
+#include <chrono>
+
+#include "core/error.h"
+#include "server/api_error.h"
+#include "server/openai_response.h"
+#include "server/text_stream.h"
+#include "text/assistant_stream.h"
+
+namespace tetra::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status();
+  res.set_content(dump(e.body()), "application/json");
+}
+
+int64_t unix_time() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Known paths keep their name as the metrics label; anything else is "other".
+std::string endpoint_label(const std::string& path) {
+  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+    if (path == known) return path;
+  return "other";
+}
+
+// Everything a request's text turns into, for one answer: chat deltas (reasoning, content,
+// tool calls) or completion text, logprobs and the token count.
+class AnswerBuilder {
+ public:
+  AnswerBuilder(const OpenAiRequest& r, const text::Tokenizer& tokenizer, ResponseHeader header)
+      : r_(r), tokenizer_(tokenizer), header_(std::move(header)), assistant_(r.thinking_mode) {}
+
+  // The stream chunks of one update (none when nothing is ready to show).
+  std::vector<Json> chunks(const TextStream::Update& u) {
+    completion_tokens_ += int64_t(u.tokens.size());
+    std::vector<Json> out;
+    const Json logprobs = logprobs_of(u.tokens);
+    if (r_.endpoint == Endpoint::completions) {
+      if (!u.text.empty() || (r_.logprobs && !u.tokens.empty())) out.push_back(completion_chunk(header_, u.text, logprobs, nullptr));
+      if (u.finished) out.push_back(completion_chunk(header_, "", nullptr, finish_reason_name(u.reason, false)));
+      return out;
+    }
+    Json delta = delta_json(assistant_.push(u.text));
+    if (!delta.empty() || (r_.logprobs && !u.tokens.empty())) out.push_back(chat_chunk(header_, std::move(delta), logprobs, nullptr));
+    if (u.finished) {
+      text::AssistantEnd end = assistant_.finish();
+      Json last = delta_json(end.delta);
+      if (!end.tool_calls.empty()) last["tool_calls"] = tool_calls_json(end.tool_calls, header_.id, true);
+      if (!last.empty()) out.push_back(chat_chunk(header_, std::move(last), nullptr, nullptr));
+      out.push_back(chat_chunk(header_, Json::object(), nullptr, finish_reason_name(u.reason, !end.tool_calls.empty())));
+    }
+    return out;
+  }
+
+  // The whole answer from all updates merged into one.
+  Json whole(const TextStream::Update& u, int64_t prompt_tokens) {
+    completion_tokens_ = int64_t(u.tokens.size());
+    Json choice = {{"index", 0}};
+    if (r_.endpoint == Endpoint::completions) {
+      choice["text"] = u.text;
+      choice["logprobs"] = logprobs_of(u.tokens);
+      choice["finish_reason"] = finish_reason_name(u.reason, false);
+    } else {
+      text::AssistantDelta d = assistant_.push(u.text);
+      text::AssistantEnd end = assistant_.finish();
+      Json message = {{"role", "assistant"}, {"content", d.content + end.delta.content}};
+      if (r_.thinking_mode == text::ThinkingMode::thinking) message["reasoning_content"] = d.reasoning + end.delta.reasoning;
+      if (!end.tool_calls.empty()) message["tool_calls"] = tool_calls_json(end.tool_calls, header_.id, false);
+      choice["message"] = std::move(message);
+      choice["logprobs"] = logprobs_of(u.tokens);
+      choice["finish_reason"] = finish_reason_name(u.reason, !end.tool_calls.empty());
+    }
+    return {{"id", header_.id},
+            {"object", r_.endpoint == Endpoint::chat ? "chat.completion" : "text_completion"},
+            {"created", header_.created},
+            {"model", header_.model},
+            {"choices", Json::array({std::move(choice)})},
+            {"usage", usage_json(prompt_tokens, completion_tokens_)}};
+  }
+
+  Json usage_chunk(int64_t prompt_tokens) const {
+    return {{"id", header_.id},
+            {"object", r_.endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", header_.created},
+            {"model", header_.model},
+            {"choices", Json::array()},
+            {"usage", usage_json(prompt_tokens, completion_tokens_)}};
+  }
+
+  Json first_chunk() const { return chat_chunk(header_, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr); }
+  int64_t completion_tokens() const { return completion_tokens_; }
+
+ private:
+  Json logprobs_of(const std::vector<SampledToken>& tokens) {
+    if (!r_.logprobs) return nullptr;
+    if (r_.endpoint == Endpoint::chat) return chat_logprobs(tokens, tokenizer_);
+    return completion_logprobs(tokens, tokenizer_, text_offset_);
+  }
+
+  static Json delta_json(const text::AssistantDelta& d) {
+    Json delta = Json::object();
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.content.empty()) delta["content"] = d.content;
+    return delta;
+  }
+
+  const OpenAiRequest& r_;
+  const text::Tokenizer& tokenizer_;
+  ResponseHeader header_;
+  text::AssistantStream assistant_;
+  int64_t completion_tokens_ = 0;
+  int64_t text_offset_ = 0;
+};
+
+}  // namespace
+
+OpenAiServer::OpenAiServer(ServingModel& model, Scheduler& scheduler, ServerOptions options)
+    : model_(model), scheduler_(scheduler), options_(std::move(options)) {
+  limits_.served_model_name = options_.served_model_name;
+  limits_.context_length = model_.config().max_position_embeddings;
+  limits_.vocab_size = model_.config().vocab_size;
+  limits_.end_token_ids = model_.end_token_ids();
+  route();
+}
+
+bool OpenAiServer::authorized(const httplib::Request& req) const {
+  if (options_.api_key.empty() || !req.path.starts_with("/v1/")) return true;
+  return req.get_header_value("Authorization") == "Bearer " + options_.api_key;
+}
+
+void OpenAiServer::route() {
+  const int threads = options_.threads;
+  http_.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  http_.set_payload_max_length(options_.max_body_bytes);
+  http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, ApiError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "", "invalid_api_key"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Errors httplib answers itself (unknown path, body over the limit) get an OpenAI body too.
+  http_.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (res.status == 413)
+      send_error(res, ApiError(413, cat("the request body is larger than the limit of ", options_.max_body_bytes, " bytes")));
+    else if (res.status == 404)
+      send_error(res, ApiError(404, cat("no such endpoint: ", req.method, " ", req.path)));
+    else
+      send_error(res, ApiError(res.status, cat("the request failed with HTTP status ", res.status)));
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, ApiError(500, "internal error: " + what));
+  });
+  http_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics_.count_request(endpoint_label(req.path), res.status);
+  });
+
+  http_.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+  http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.render(scheduler_.stats()), "text/plain; version=0.0.4");
+  });
+  http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    const Json model = {{"id", options_.served_model_name}, {"object", "model"}, {"created", unix_time()},
+                        {"owned_by", "tetra"}, {"max_model_len", limits_.context_length}};
+    res.set_content(dump(Json{{"object", "list"}, {"data", Json::array({model})}}), "application/json");
+  });
+  http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    chat_or_completion(Endpoint::chat, req, res);
+  });
+  http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    chat_or_completion(Endpoint::completions, req, res);
+  });
+}
+
+void OpenAiServer::chat_or_completion(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  try {
+    if (stopping_) throw ApiError(503, "the server is shutting down");
+    const OpenAiRequest r = read_request(endpoint, parse_body(req.body), model_.tokenizer(), limits_);
+    const std::string id = (endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_request_++);
+    if (r.stream)
+      answer_stream(r, id, res);
+    else
+      answer_whole(r, id, res);
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  } catch (const Error& e) {  // the tokenizer's usage errors name the text at fault
+    send_error(res, ApiError(e.code() == ExitCode::usage ? 400 : 500, e.what()));
+  }
+}
+
+uint64_t OpenAiServer::submit(const OpenAiRequest& r, std::shared_ptr<TextStream> stream) {
+  const Scheduler::Submitted s = scheduler_.submit(r.generation, std::move(stream));
+  if (s.admission == Scheduler::Admission::queue_full)
+    throw ApiError(429, "the server is at capacity (running and queued requests); retry later", "", "rate_limit_exceeded");
+  if (s.admission == Scheduler::Admission::too_large)
+    bad_parameter("max_tokens", cat("the prompt plus 'max_tokens' (", r.generation.prompt.size() + size_t(r.generation.max_tokens),
+                                    " tokens) needs more cache blocks than the server has; lower 'max_tokens'"));
+  return s.id;
+}
+
+void OpenAiServer::answer_whole(const OpenAiRequest& r, const std::string& id, httplib::Response& res) {
+  auto stream = std::make_shared<TextStream>(model_.tokenizer(), r.stop,
+                                             [this](bool first, double s) { metrics_.observe_token(first, s); });
+  submit(r, stream);
+  TextStream::Update all;
+  while (!all.finished) {
+    TextStream::Update u = stream->wait(1s);
+    all.tokens.insert(all.tokens.end(), u.tokens.begin(), u.tokens.end());
+    all.text += u.text;
+    all.finished = u.finished;
+    all.reason = u.reason;
+    all.error = u.error;
+  }
+  const int64_t prompt_tokens = int64_t(r.generation.prompt.size());
+  metrics_.count_tokens(prompt_tokens, int64_t(all.tokens.size()));
+  if (all.reason == FinishReason::error) throw ApiError(500, "generation failed: " + all.error);
+  if (all.reason == FinishReason::cancelled) throw ApiError(503, "the request was cancelled: the server is shutting down");
+  AnswerBuilder builder(r, model_.tokenizer(), {id, unix_time(), options_.served_model_name});
+  res.set_content(dump(builder.whole(all, prompt_tokens)), "application/json");
+}
+
+void OpenAiServer::answer_stream(const OpenAiRequest& r, const std::string& id, httplib::Response& res) {
+  // Lives as long as the response: the builder refers to the request it holds.
+  struct State {
+    State(OpenAiRequest r, std::shared_ptr<TextStream> s, const text::Tokenizer& tokenizer, ResponseHeader header)
+        : request(std::move(r)), stream(std::move(s)), builder(request, tokenizer, std::move(header)) {}
+    OpenAiRequest request;
+    std::shared_ptr<TextStream> stream;
+    AnswerBuilder builder;
+    uint64_t sequence = 0;
+    bool started = false, done = false;
+    std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
+  };
+  auto stream = std::make_shared<TextStream>(model_.tokenizer(), r.stop,
+                                             [this](bool first, double s) { metrics_.observe_token(first, s); });
+  auto state = std::make_shared<State>(r, stream, model_.tokenizer(), ResponseHeader{id, unix_time(), options_.served_model_name});
+  state->sequence = submit(state->request, stream);
+
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, state](size_t, httplib::DataSink& sink) {
+        const OpenAiRequest* request = &state->request;
+        std::string out;
+        if (!state->started && request->endpoint == Endpoint::chat) out += sse_event(state->builder.first_chunk());
+        state->started = true;
+        const TextStream::Update u = state->stream->wait(250ms);
+        if (u.finished && u.reason == FinishReason::error) {
+          out += sse_event(ApiError(500, "generation failed: " + u.error).body());
+        } else {
+          for (const Json& chunk : state->builder.chunks(u)) out += sse_event(chunk);
+        }
+        if (u.finished) {
+          const int64_t prompt_tokens = int64_t(request->generation.prompt.size());
+          if (request->include_usage) out += sse_event(state->builder.usage_chunk(prompt_tokens));
+          out += "data: [DONE]\n\n";
+          metrics_.count_tokens(prompt_tokens, state->builder.completion_tokens());
+        }
+        // A comment line now and then finds a client that left while nothing was generated.
+        const auto now = std::chrono::steady_clock::now();
+        if (out.empty() && now - state->last_write > 1s) out = ": keep-alive\n\n";
+        if (!out.empty()) {
+          if (!sink.write(out.data(), out.size())) return false;
+          state->last_write = now;
+        }
+        if (u.finished) {
+          state->done = true;
+          sink.done();
+        }
+        return true;
+      },
+      [this, state](bool) {
+        if (state->done) return;
+        state->stream->abandon();
+        scheduler_.cancel(state->sequence);
+      });
+}
+
+int OpenAiServer::bind() {
+  const int port = options_.port == 0 ? http_.bind_to_any_port(options_.host) : (http_.bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  if (port < 0) runtime_error("cannot listen on ", options_.host, ":", options_.port);
+  return port;
+}
+
+void OpenAiServer::listen() { http_.listen_after_bind(); }
+
+void OpenAiServer::stop() {
+  stopping_ = true;
+  scheduler_.cancel_all();
+  http_.stop();
+}
+
+}  // namespace tetra::server

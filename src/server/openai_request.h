@@ -1,0 +1,39 @@
+#pragma once
+// Reads and validates the body of POST /v1/chat/completions and /v1/completions into a
+// generation request: every problem is an ApiError (400) naming the parameter.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/scheduler.h"
+#include "text/chat_encoding.h"
+#include "text/tokenizer.h"
+
+namespace tetra::server {
+
+enum class Endpoint { chat, completions };
+
+struct RequestLimits {
+  std::string served_model_name;
+  int64_t context_length = 0;  // prompt + max_tokens
+  int64_t vocab_size = 0;
+  std::vector<int32_t> end_token_ids;  // tokens that end a turn (EOS)
+};
+
+struct OpenAiRequest {
+  Endpoint endpoint = Endpoint::chat;
+  GenerationRequest generation;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+  bool logprobs = false;
+  text::ThinkingMode thinking_mode = text::ThinkingMode::chat;  // how to read the output (chat)
+};
+
+// Parses the JSON text of a body (400 for invalid JSON, including invalid UTF-8).
+nlohmann::ordered_json parse_body(const std::string& body);
+
+OpenAiRequest read_request(Endpoint endpoint, const nlohmann::ordered_json& body, const text::Tokenizer& tokenizer,
+                           const RequestLimits& limits);
+
+}  // namespace tetra::server

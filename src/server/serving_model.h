@@ -1,0 +1,40 @@
+#pragma once
+// Everything generation needs from a model directory: config, weights on the backend, the
+// forward, and the tokenizer at DIR/tokenizer.json.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/safetensors.h"
+#include "model/forward.h"
+#include "text/tokenizer.h"
+
+namespace tetra::server {
+
+// The trained demo model, used when no --model is given.
+inline constexpr const char* kDemoModelDir = "models/demo/nvfp4";
+
+class ServingModel {
+ public:
+  ServingModel(const std::string& dir, const std::string& device, CacheTypes caches);
+
+  const ModelConfig& config() const { return config_; }
+  Model& model() { return *model_; }
+  Backend& backend() { return *backend_; }
+  const text::Tokenizer& tokenizer() const { return tokenizer_; }
+  const CacheTypes& caches() const { return caches_; }
+  // Tokens that end a turn: the tokenizer's eos token, else config.json's eos_token_id.
+  std::vector<int32_t> end_token_ids() const;
+
+ private:
+  ModelConfig config_;
+  text::Tokenizer tokenizer_;
+  CacheTypes caches_;
+  std::unique_ptr<TensorStore> store_;
+  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;
+};
+
+}  // namespace tetra::server

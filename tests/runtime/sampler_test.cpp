@@ -1,0 +1,102 @@
+// The sampler on hand-made logits: each parameter changes the choice the way it should, and a
+// seed fixes the random stream.
+#include "runtime/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+namespace tetra {
+namespace {
+
+const std::vector<float> kLogits = {1.0f, 3.0f, 2.5f, -1.0f, 0.0f};
+
+std::vector<int32_t> draw_many(SamplingParams p, int n, std::span<const int32_t> prompt = {}) {
+  Sampler s(p, prompt, 7);
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(s.sample(kLogits).id);
+  return out;
+}
+
+TEST(Sampler, GreedyTakesTheArgmaxAndLowestIdOnTies) {
+  SamplingParams p;
+  p.temperature = 0;
+  EXPECT_EQ(draw_many(p, 3), (std::vector<int32_t>{1, 1, 1}));
+  Sampler tie(p, {}, 1);
+  EXPECT_EQ(tie.sample(std::vector<float>{0.5f, 2.0f, 2.0f}).id, 1);
+}
+
+TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
+  SamplingParams p;
+  p.seed = 42;
+  const auto a = draw_many(p, 64), b = draw_many(p, 64);
+  EXPECT_EQ(a, b);
+  p.seed = 43;
+  EXPECT_NE(a, draw_many(p, 64));
+}
+
+TEST(Sampler, FrequenciesFollowTheSoftmax) {
+  SamplingParams p;
+  p.seed = 3;
+  std::map<int32_t, int> counts;
+  for (int32_t id : draw_many(p, 20000)) ++counts[id];
+  double z = 0;
+  for (float l : kLogits) z += std::exp(double(l));
+  for (int32_t id = 0; id < 5; ++id) EXPECT_NEAR(counts[id] / 20000.0, std::exp(double(kLogits[size_t(id)])) / z, 0.015) << id;
+}
+
+TEST(Sampler, TopKTopPAndMinPRestrictTheCandidates) {
+  SamplingParams p;
+  p.seed = 5;
+  p.top_k = 2;
+  for (int32_t id : draw_many(p, 500)) EXPECT_TRUE(id == 1 || id == 2);
+  p = {};
+  p.seed = 5;
+  p.top_p = 0.3;  // the best token alone holds more than 30%
+  for (int32_t id : draw_many(p, 200)) EXPECT_EQ(id, 1);
+  p = {};
+  p.seed = 5;
+  p.min_p = 0.5;  // exp(2.5-3) = 0.61 of the best passes, exp(1-3) = 0.14 does not
+  for (int32_t id : draw_many(p, 500)) EXPECT_TRUE(id == 1 || id == 2);
+}
+
+TEST(Sampler, LogitBiasAndPenaltiesMoveTheChoice) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.logit_bias = {{4, 10.0f}};
+  EXPECT_EQ(draw_many(p, 1)[0], 4);
+  p = {};
+  p.temperature = 0;
+  p.frequency_penalty = 1.0;  // 3.0 → 2.0 after one use: token 2 (2.5) wins the second step
+  EXPECT_EQ(draw_many(p, 2), (std::vector<int32_t>{1, 2}));
+  p = {};
+  p.temperature = 0;
+  p.presence_penalty = 0.6;
+  EXPECT_EQ(draw_many(p, 3), (std::vector<int32_t>{1, 2, 1}));  // 2.4 vs 1.9: back to token 1
+  p = {};
+  p.temperature = 0;
+  p.repetition_penalty = 1.5;  // the prompt holds token 1: 3.0 / 1.5 = 2.0 < 2.5
+  const std::vector<int32_t> prompt = {1};
+  EXPECT_EQ(draw_many(p, 1, prompt)[0], 2);
+}
+
+TEST(Sampler, LogprobsAreTheRawLogSoftmax) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.top_logprobs = 2;
+  p.logit_bias = {{0, 5.0f}};  // bias changes the choice, not the reported distribution
+  Sampler s(p, {}, 1);
+  const SampledToken t = s.sample(kLogits);
+  double z = 0;
+  for (float l : kLogits) z += std::exp(double(l));
+  EXPECT_EQ(t.id, 0);
+  EXPECT_NEAR(t.logprob, 1.0 - std::log(z), 1e-5);
+  ASSERT_EQ(t.top.size(), 2u);
+  EXPECT_EQ(t.top[0].first, 1);
+  EXPECT_EQ(t.top[1].first, 2);
+  EXPECT_NEAR(t.top[0].second, 3.0 - std::log(z), 1e-5);
+}
+
+}  // namespace
+}  // namespace tetra

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# The server over loopback with curl: answers, streams, auth, every malformed request class
+# with its status and the parameter named, the body limit, metrics, and a clean SIGTERM.
+# usage: curl_test.sh TETRA MODEL_DIR
+set -euo pipefail
+tetra=$1 model=$2
+. "$(dirname "$0")/start_server.sh"
+work=$(mktemp -d)
+trap 'kill $SERVER_PID 2>/dev/null || true; rm -rf "$work"' EXIT
+start_server "$tetra" "$model" --api-key sekret --served-model-name tiny --max-body-bytes 65536
+
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# call NAME METHOD PATH [BODY-FILE] [KEY]: writes $work/NAME.json, prints the HTTP status.
+call() {
+  local name=$1 method=$2 path=$3 body=${4:-} key=${5-sekret}
+  local args=(-s -o "$work/$name.json" -w '%{http_code}' -X "$method" "$BASE$path")
+  [ -n "$key" ] && args+=(-H "Authorization: Bearer $key")
+  [ -n "$body" ] && args+=(-H 'Content-Type: application/json' --data-binary "@$body")
+  curl "${args[@]}"
+}
+# json NAME EXPR: a Python expression over the answer `d`.
+json() { python3 -c "import json,sys; d=json.load(open('$work/$1.json')); print($2)"; }
+body() { printf '%s' "$2" >"$work/$1.req"; echo "$work/$1.req"; }
+
+expect_status() {  # NAME WANT GOT
+  [ "$3" = "$2" ] || fail "$1: status $3, want $2: $(cat "$work/$1.json" 2>/dev/null | head -c 300)"
+}
+# expect_error NAME STATUS PARAM BODY-TEXT: a 4xx whose error names PARAM (or mentions it).
+expect_error() {
+  local name=$1 want=$2 param=$3
+  local got
+  got=$(call "$name" POST /v1/chat/completions "$(body "$name" "$4")")
+  expect_status "$name" "$want" "$got"
+  local p m
+  p=$(json "$name" "d['error']['param']") || { fail "$name: no OpenAI error body"; return; }
+  m=$(json "$name" "d['error']['message']")
+  [ "$p" = "$param" ] || [[ "$m" == *"$param"* ]] || fail "$name: error '$m' (param $p) does not name $param"
+}
+
+# --- health, models, auth
+[ "$(call health GET /health "" "")" = 200 ] || fail "health"
+expect_status models_nokey 401 "$(call models_nokey GET /v1/models "" "")"
+expect_status models_wrongkey 401 "$(call models_wrongkey GET /v1/models "" wrong)"
+[ "$(json models_wrongkey "d['error']['code']")" = invalid_api_key ] || fail "401 body"
+expect_status models 200 "$(call models GET /v1/models)"
+[ "$(json models "d['data'][0]['id']")" = tiny ] || fail "models id"
+
+# --- a chat answer and a completion from token ids
+got=$(call chat POST /v1/chat/completions "$(body chat '{"model":"tiny","messages":[{"role":"user","content":"Hello there"}],"max_tokens":8,"temperature":0}')")
+expect_status chat 200 "$got"
+[ "$(json chat "d['object']")" = chat.completion ] || fail "chat object"
+[ "$(json chat "d['choices'][0]['message']['role']")" = assistant ] || fail "chat role"
+[ "$(json chat "d['usage']['total_tokens'] == d['usage']['prompt_tokens'] + d['usage']['completion_tokens'] and d['usage']['prompt_tokens'] > 3")" = True ] || fail "chat usage"
+[ "$(json chat "d['choices'][0]['finish_reason'] in ('stop', 'length')")" = True ] || fail "chat finish_reason"
+got=$(call cmpl POST /v1/completions "$(body cmpl '{"prompt":[10,20,30,40],"max_tokens":5,"temperature":0}')")
+expect_status cmpl 200 "$got"
+[ "$(json cmpl "d['usage']['prompt_tokens']")" = 4 ] || fail "token-id prompt usage"
+
+# --- a stream ends with usage and [DONE]
+curl -sN -H "Authorization: Bearer sekret" -H 'Content-Type: application/json' "$BASE/v1/chat/completions" \
+  -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":6,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}' \
+  >"$work/stream.txt"
+[ "$(tail -n 2 "$work/stream.txt" | head -n 1)" = "data: [DONE]" ] || fail "stream does not end with [DONE]"
+grep -q '"usage":{"prompt_tokens"' "$work/stream.txt" || fail "stream has no usage chunk"
+grep -q '"finish_reason":"\(stop\|length\)"' "$work/stream.txt" || fail "stream has no finish_reason"
+
+# --- malformed requests: the right 4xx, the parameter named
+expect_error bad_json 400 JSON '{"messages": ['
+expect_error wrong_type 400 temperature '{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}'
+expect_error wrong_type_messages 400 messages '{"messages":"hello"}'
+expect_error missing_messages 400 messages '{"max_tokens":3}'
+expect_error bad_role 400 messages '{"messages":[{"role":"wizard","content":"x"}]}'
+expect_error negative_max 400 max_tokens '{"messages":[{"role":"user","content":"x"}],"max_tokens":-1}'
+expect_error huge_max 400 max_tokens '{"messages":[{"role":"user","content":"x"}],"max_tokens":100000000000}'
+expect_error float_max 400 max_tokens '{"messages":[{"role":"user","content":"x"}],"max_tokens":2.5}'
+expect_error top_logprobs 400 top_logprobs '{"messages":[{"role":"user","content":"x"}],"top_logprobs":3}'
+expect_error bias 400 logit_bias '{"messages":[{"role":"user","content":"x"}],"logit_bias":{"999999":1}}'
+expect_error stop_type 400 stop '{"messages":[{"role":"user","content":"x"}],"stop":[1]}'
+expect_error unknown_model 404 model '{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}'
+[ "$(json unknown_model "d['error']['code']")" = model_not_found ] || fail "404 code"
+long=$(python3 -c "print('a ' * 6000)")
+expect_error too_long 400 messages "{\"messages\":[{\"role\":\"user\",\"content\":\"$long\"}]}"
+printf '{"messages":[{"role":"user","content":"bad \xff\xfe utf8"}]}' >"$work/utf8.req"
+got=$(call utf8 POST /v1/chat/completions "$work/utf8.req")
+expect_status utf8 400 "$got"
+json utf8 "d['error']['message']" | grep -qi "utf-8" || fail "invalid UTF-8 message does not say UTF-8"
+python3 -c "print('{\"messages\":[{\"role\":\"user\",\"content\":\"' + 'x' * 70000 + '\"}]}')" >"$work/big.req"
+expect_status big 413 "$(call big POST /v1/chat/completions "$work/big.req")"
+json big "d['error']['message']" | grep -q "65536" || fail "413 message does not give the limit"
+expect_status cmpl_bad_ids 400 "$(call cmpl_bad_ids POST /v1/completions "$(body cmpl_bad_ids '{"prompt":[1,2,99999]}')")"
+expect_status nokey_post 401 "$(call nokey_post POST /v1/chat/completions "$(body nokey_post '{"messages":[{"role":"user","content":"x"}]}')" "")"
+expect_status no_route 404 "$(call no_route GET /v1/nothing)"
+
+# --- still serving after all that; metrics saw it
+expect_status after 200 "$(call after POST /v1/chat/completions "$work/chat.req")"
+curl -s "$BASE/metrics" >"$work/metrics.txt"
+for m in 'tetra_requests_total{endpoint="/v1/chat/completions",status="400"}' tetra_prompt_tokens_total \
+         tetra_generation_tokens_total tetra_time_to_first_token_seconds_bucket tetra_inter_token_latency_seconds_count \
+         tetra_requests_running tetra_requests_queued tetra_cache_blocks_in_use; do
+  grep -qF "$m" "$work/metrics.txt" || fail "metrics lack $m"
+done
+grep -q '^tetra_cache_blocks_in_use 0$' "$work/metrics.txt" || fail "blocks still in use when idle"
+
+stop_server || fail "clean shutdown"
+
+# --- a small server: a bounded queue answers 429, a request larger than the cache pool 400,
+# and clients that hang up mid-stream free their sequences and blocks.
+start_server "$tetra" "$model" --max-running 1 --max-queued 1 --cache-blocks 200
+eos=$("$tetra" tokenize --tokenizer "$model/tokenizer.json" --special --text '<｜end▁of▁sentence｜>' | tr -d '[]')
+endless="{\"prompt\":\"go\",\"max_tokens\":3000,\"temperature\":1,\"stream\":true,\"logit_bias\":{\"$eos\":-100}}"
+curl -sN "$BASE/v1/completions" -H 'Content-Type: application/json' -d "$endless" >/dev/null &
+first=$!
+sleep 0.3
+curl -sN "$BASE/v1/completions" -H 'Content-Type: application/json' -d "$endless" >/dev/null &
+second=$!
+sleep 0.3
+expect_status busy 429 "$(call busy POST /v1/completions "$(body busy '{"prompt":"x","max_tokens":5}')" "")"
+[ "$(json busy "d['error']['type']")" = rate_limit_error ] || fail "429 body"
+expect_status pool 400 "$(call pool POST /v1/completions "$(body pool '{"prompt":"x","max_tokens":4000}')" "")"
+json pool "d['error']['param']" | grep -q max_tokens || fail "too large for the pool: param not max_tokens"
+kill "$first" "$second"
+wait "$first" "$second" 2>/dev/null || true
+idle=no
+for _ in $(seq 1 50); do
+  curl -s "$BASE/metrics" >"$work/metrics2.txt"
+  if grep -q '^tetra_requests_running 0$' "$work/metrics2.txt" && grep -q '^tetra_requests_queued 0$' "$work/metrics2.txt" &&
+     grep -q '^tetra_cache_blocks_in_use 0$' "$work/metrics2.txt"; then idle=yes; break; fi
+  sleep 0.1
+done
+[ "$idle" = yes ] || fail "disconnected clients left work behind: $(grep -E '^tetra_(requests|cache)' "$work/metrics2.txt")"
+gen=$(awk '/^tetra_generation_tokens_total / {print $2}' "$work/metrics2.txt")
+[ "${gen%.*}" -lt 3000 ] || fail "disconnected streams ran to the end ($gen tokens)"
+stop_server || fail "clean shutdown of the small server"
+[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "server curl test: all checks passed"

@@ -1,0 +1,33 @@
+# Sourced by the server tests: start_server TETRA MODEL [serve options...] starts `tetra serve`
+# on a free port (--port 0) and sets SERVER_PID and BASE once it listens; stop_server ends it
+# with SIGTERM and checks that it exits cleanly.
+start_server() {
+  local tetra=$1 model=$2
+  shift 2
+  SERVER_LOG=$(mktemp)
+  "$tetra" serve --model "$model" --port 0 "$@" >"$SERVER_LOG" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 1 600); do
+    local port
+    port=$(sed -n 's#.*listening on http://127.0.0.1:\([0-9]*\).*#\1#p' "$SERVER_LOG")
+    if [ -n "$port" ]; then
+      BASE="http://127.0.0.1:$port"
+      return 0
+    fi
+    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$SERVER_LOG"; echo "server exited before listening" >&2; return 1; }
+    sleep 0.1
+  done
+  echo "server did not start listening in 60 s" >&2
+  return 1
+}
+
+stop_server() {
+  kill -TERM "$SERVER_PID"
+  local rc=0
+  wait "$SERVER_PID" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    cat "$SERVER_LOG"
+    echo "server exited with $rc after SIGTERM" >&2
+    return 1
+  fi
+}
