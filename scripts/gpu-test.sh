@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # For the GPU machine: builds tetra with the CUDA backend for the local GPU (sm_90a unless
 # TETRA_CUDA_ARCHS says otherwise), runs the GPU tests (verbose: they print their measured
-# numbers), then every other test unless TETRA_GPU_ONLY=1, then compute-sanitizer's memcheck
+# numbers), then every other test unless TETRA_GPU_ONLY=1, the benchmarks, compute-sanitizer's memcheck
 # over the GPU op tests and one whole CUDA forward, and prints a summary table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,8 @@ if [ "${TETRA_GPU_ONLY:-0}" != 1 ]; then
   ctest --test-dir build-gpu --output-on-failure -j 8 -LE "slow|gpu" | tee -a "$log"
   ctest --test-dir build-gpu --output-on-failure -L slow | tee -a "$log"
 fi
+echo "== benchmarks" | tee -a "$log"
+build-gpu/bench/tetra_cuda_linear_bench 2>&1 | tee -a "$log"
 sanitizer=none
 if command -v compute-sanitizer >/dev/null; then
   d=tests/data/golden/dense

@@ -252,7 +252,9 @@ TEST_F(CudaOps, CompressorAcrossRaggedChunks) {
       position += n;
     }
     EXPECT_EQ(be->gpu->download(cs_gpu.pending_kv), be->cpu->download(cs_cpu.pending_kv));
-    if (overlap) EXPECT_EQ(be->gpu->download(cs_gpu.previous_gate), be->cpu->download(cs_cpu.previous_gate));
+    if (overlap) {
+      EXPECT_EQ(be->gpu->download(cs_gpu.previous_gate), be->cpu->download(cs_cpu.previous_gate));
+    }
   }
 }
 
@@ -272,13 +274,21 @@ TEST_F(CudaOps, SparseAttention) {
   }
 }
 
-// ---- indexer: identical top-k (random scores have no ties), fewer visible keys than k
+// ---- indexer: identical top-k when scores have no ties, fewer visible keys than k
 TEST_F(CudaOps, IndexerTopK) {
   const int64_t heads = 4, d = 32, keys_total = 70;
   const std::vector<int32_t> begin{0, 0, 10, 40, 40}, visible{0, 2, 30, 30, 7}, available{0, 5, 30, 30, 30};
   const int64_t n = int64_t(begin.size());
-  const auto q = random_values(size_t(n * heads * d), rng), w = random_values(size_t(n * heads), rng);
-  const auto keys = random_values(size_t(keys_total * d), rng);
+  auto q = random_values(size_t(n * heads * d), rng), w = random_values(size_t(n * heads), rng);
+  auto keys = random_values(size_t(keys_total * d), rng);
+  // No ties: every key leans along u and head 0 of every query is u, so head 0's ReLU never
+  // clips and (with positive head weights) the scores differ. Random signs elsewhere would
+  // zero whole rows of ReLUs, and the reference orders equal scores arbitrarily.
+  for (int64_t c = 0; c < keys_total; ++c)
+    for (int64_t i = 0; i < d; ++i) keys[size_t(c * d + i)] += 6.0f / std::sqrt(float(d));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < d; ++i) q[size_t(r * heads * d + i)] = 1.0f / std::sqrt(float(d));
+  for (float& x : w) x = std::fabs(x) + 0.1f;
   for (int64_t k : {1, 3, 16, 40}) {
     auto op = [&](Backend& b) {
       return b.download_i32(b.indexer_topk(b.upload(q, {n, heads * d}), b.upload(w, {n, heads}), b.upload(keys, {keys_total, d}),
