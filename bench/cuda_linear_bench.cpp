@@ -1,6 +1,8 @@
 // Decode-shaped linear layers on the CUDA backend's kernel, weights in their checkpoint formats:
 // achieved weight bytes/s against the measured device-copy bandwidth (read + write) of the same
-// GPU. Weights rotate through copies totalling well beyond the L2, as in a real decode step.
+// GPU, and for bf16 weights the time of cuBLAS's bf16 GEMM on the same shapes (the peer).
+// Weights rotate through copies totalling well beyond the L2, as in a real decode step.
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -28,6 +30,21 @@ struct Format {
   double bytes_per_weight;
   int64_t scale_block_rows, scale_block_cols, scale_bytes;  // one scale per rows×cols block
   uint8_t scale_byte;  // the byte pattern of a scale of 1
+};
+
+// RAII cuBLAS handle.
+class Cublas {
+ public:
+  Cublas() {
+    if (cublasCreate(&handle_) != CUBLAS_STATUS_SUCCESS) tetra::runtime_error("cublasCreate failed");
+  }
+  ~Cublas() { cublasDestroy(handle_); }
+  Cublas(const Cublas&) = delete;
+  Cublas& operator=(const Cublas&) = delete;
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
 };
 
 // Elapsed milliseconds per call of f, over `iterations` calls after one warm-up.
@@ -65,7 +82,8 @@ int main() {
       {"nvfp4", WeightFormat::nvfp4, DType::u8, DType::f8_e4m3, 0.5, 1, 16, 1, 0x38},
   };
   std::mt19937 rng(1);
-  std::printf("%-20s %-10s %5s %10s %10s %8s\n", "matrix", "format", "n", "us", "GB/s", "of copy");
+  const Cublas cublas;
+  std::printf("%-20s %-10s %5s %10s %10s %8s %12s\n", "matrix", "format", "n", "us", "GB/s", "of copy", "cuBLAS bf16 us");
   for (const Shape& s : shapes)
     for (const Format& f : formats) {
       const size_t weight_bytes = size_t(double(s.out * s.in) * f.bytes_per_weight);
@@ -92,8 +110,19 @@ int main() {
           tetra::cuda::linear(w, x.get<float>(), n, 1, true, y.get<float>(), nullptr);
         });
         const double gbs = double(weight_bytes + scales) / (ms * 1e6);
-        std::printf("%-20s %-10s %5lld %10.1f %10.0f %7.0f%%\n", s.what, f.name, (long long)n, ms * 1e3, gbs,
-                    100.0 * gbs / copy_gbs);
+        float peer_ms = 0;
+        if (f.format == WeightFormat::dense) {  // y = x·wᵀ as a column-major GEMM: C[out, n] = Wᵀ[in, out]ᵀ·X[in, n]
+          DeviceBuffer xb(size_t(n * s.in) * 2);
+          TETRA_CUDA_CHECK(cudaMemset(xb.get(), 0, xb.bytes()));
+          const float alpha = 1, beta = 0;
+          peer_ms = time_ms(50, [&](int i) {
+            cublasGemmEx(cublas.get(), CUBLAS_OP_T, CUBLAS_OP_N, int(s.out), int(n), int(s.in), &alpha,
+                         weights[size_t(i % copies)].get(), CUDA_R_16BF, int(s.in), xb.get(), CUDA_R_16BF, int(s.in), &beta,
+                         y.get(), CUDA_R_32F, int(s.out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+          });
+        }
+        std::printf("%-20s %-10s %5lld %10.1f %10.0f %7.0f%% %12.1f\n", s.what, f.name, (long long)n, ms * 1e3, gbs,
+                    100.0 * gbs / copy_gbs, peer_ms * 1e3);
       }
     }
   return 0;

@@ -25,7 +25,10 @@ if command -v compute-sanitizer >/dev/null; then
   ops=$?
   compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/src/tetra logits --model $d \
     --tokens-file $d/tokens.json --prefill 9 --out /tmp/sanitized.f32 --device cuda >>"$log" 2>&1
-  sanitizer="memcheck exit: cuda_ops_test $ops, tetra logits --device cuda $?"
+  logits=$?
+  compute-sanitizer --tool racecheck --error-exitcode 9 build-gpu/tests/cuda_ops_test \
+    --gtest_filter='*Hyper*:*Routing*:*Indexer*:*Cache*:*NormRope*' >>"$log" 2>&1
+  sanitizer="memcheck exit: cuda_ops_test $ops, tetra logits --device cuda $logits; racecheck exit: $?"
 fi
 echo
 echo "== summary =="
@@ -34,5 +37,5 @@ printf '%-60s %s\n' "test" "result"
 grep -E "Test +#[0-9]+: " "$log" | sed -E 's/.*Test +#[0-9]+: ([^ ]+) \.+ *([A-Za-z*]+).*/\1 \2/' |
   awk '{printf "%-60s %s\n", $1, $2}'
 grep -E "tests passed" "$log" | tail -3
-grep -E "ERROR SUMMARY" "$log" | tail -2
+grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -3
 echo "compute-sanitizer: $sanitizer"
