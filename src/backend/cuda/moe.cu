@@ -62,7 +62,7 @@ __global__ void expert_up_kernel(const float* x, int64_t dim, int64_t inter, con
   if (o >= inter) return;
   const int64_t pair = blockIdx.x, t = pair / k;
   const int32_t e = selected[pair];
-  float gate[kRowTokens] = {}, up[kRowTokens] = {};
+  float gate[1] = {}, up[1] = {};
   warp_row_dot(w1[e], o, x + t * dim, dim, 1, round_input, gate);
   warp_row_dot(w3[e], o, x + t * dim, dim, 1, round_input, up);
   const float g = fminf(warp_sum(gate[0]), limit), u = fminf(fmaxf(warp_sum(up[0]), -limit), limit);
@@ -75,7 +75,7 @@ __global__ void expert_down_kernel(const float* h, int64_t dim, int64_t inter, c
   const int64_t o = int64_t(blockIdx.y) * kWarpsPerBlock + threadIdx.x / 32;
   if (o >= dim) return;
   const int64_t pair = blockIdx.x;
-  float acc[kRowTokens] = {};
+  float acc[1] = {};
   warp_row_dot(w2[selected[pair]], o, h + pair * inter, inter, 1, round_input, acc);
   const float s = warp_sum(acc[0]);
   if ((threadIdx.x & 31) == 0) y[pair * dim + o] = s;
