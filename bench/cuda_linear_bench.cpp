@@ -121,8 +121,10 @@ int main() {
                          y.get(), CUDA_R_32F, int(s.out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
           });
         }
-        std::printf("%-20s %-10s %5lld %10.1f %10.0f %7.0f%% %12.1f\n", s.what, f.name, (long long)n, ms * 1e3, gbs,
-                    100.0 * gbs / copy_gbs, peer_ms * 1e3);
+        char peer[32] = "-";
+        if (peer_ms > 0) std::snprintf(peer, sizeof peer, "%.1f", peer_ms * 1e3);
+        std::printf("%-20s %-10s %5lld %10.1f %10.0f %7.0f%% %12s\n", s.what, f.name, (long long)n, ms * 1e3, gbs,
+                    100.0 * gbs / copy_gbs, peer);
       }
     }
   return 0;

@@ -1,7 +1,7 @@
 #include "backend/cuda/attention.h"
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/warp_linear.cuh"
+#include "backend/cuda/row_dot.cuh"
 
 namespace tetra::cuda {
 namespace {

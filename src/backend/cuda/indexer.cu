@@ -2,7 +2,7 @@
 
 #include "backend/cuda/block_argmax.cuh"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/warp_linear.cuh"
+#include "backend/cuda/row_dot.cuh"
 
 namespace tetra::cuda {
 namespace {

@@ -1,12 +1,12 @@
 #include "backend/cuda/moe.h"
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/warp_linear.cuh"
+#include "backend/cuda/row_dot.cuh"
 
 namespace tetra::cuda {
 namespace {
 
-constexpr int kWarpsPerBlock = 4;
+constexpr int kWarpsPerBlock = 8;
 
 __device__ float score_of(float v, ScoringFunc f) {
   switch (f) {
@@ -56,27 +56,31 @@ __global__ void route_kernel(const float* logits, const float* bias, const int32
 }
 
 // grid (n·k, inter / warps): h[pair, o] = swiglu(w1_e[o]·x_t, w3_e[o]·x_t)
-__global__ void expert_up_kernel(const float* x, int64_t dim, int64_t inter, const int32_t* selected, int64_t k,
-                                 const WeightRef* w1, const WeightRef* w3, float limit, bool round_input, float* h) {
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    expert_up_kernel(const float* x, int64_t dim, int64_t inter, const int32_t* selected, int64_t k, const WeightRef* w1,
+                     const WeightRef* w3, float limit, bool round_input, float* h) {
+  __shared__ __align__(16) float tile[kTilePitch];
   const int64_t o = int64_t(blockIdx.y) * kWarpsPerBlock + threadIdx.x / 32;
-  if (o >= inter) return;
   const int64_t pair = blockIdx.x, t = pair / k;
   const int32_t e = selected[pair];
   float gate[1] = {}, up[1] = {};
-  warp_row_dot(w1[e], o, x + t * dim, dim, 1, round_input, gate);
-  warp_row_dot(w3[e], o, x + t * dim, dim, 1, round_input, up);
+  block_row_dot<1>(w1[e], o, o < inter, x + t * dim, dim, 1, round_input, tile, gate);
+  block_row_dot<1>(w3[e], o, o < inter, x + t * dim, dim, 1, round_input, tile, up);
+  if (o >= inter) return;
   const float g = fminf(warp_sum(gate[0]), limit), u = fminf(fmaxf(warp_sum(up[0]), -limit), limit);
   if ((threadIdx.x & 31) == 0) h[pair * inter + o] = g * (1.0f / (1.0f + expf(-g))) * u;
 }
 
 // grid (n·k, dim / warps): y[pair, o] = w2_e[o]·h[pair]
-__global__ void expert_down_kernel(const float* h, int64_t dim, int64_t inter, const int32_t* selected,
-                                   const WeightRef* w2, bool round_input, float* y) {
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    expert_down_kernel(const float* h, int64_t dim, int64_t inter, const int32_t* selected, const WeightRef* w2,
+                       bool round_input, float* y) {
+  __shared__ __align__(16) float tile[kTilePitch];
   const int64_t o = int64_t(blockIdx.y) * kWarpsPerBlock + threadIdx.x / 32;
-  if (o >= dim) return;
   const int64_t pair = blockIdx.x;
   float acc[1] = {};
-  warp_row_dot(w2[selected[pair]], o, h + pair * inter, inter, 1, round_input, acc);
+  block_row_dot<1>(w2[selected[pair]], o, o < dim, h + pair * inter, inter, 1, round_input, tile, acc);
+  if (o >= dim) return;
   const float s = warp_sum(acc[0]);
   if ((threadIdx.x & 31) == 0) y[pair * dim + o] = s;
 }
