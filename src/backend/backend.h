@@ -98,7 +98,8 @@ class Backend {
   virtual Tensor indexer_query(const Tensor& q, IndexerCacheDtype t, int64_t head_dim) = 0;
 };
 
-// "cpu" gives the reference backend; "cuda" is a runtime error until that backend exists.
+// "cpu" gives the reference backend; "cuda" the CUDA backend (a runtime error saying why when
+// tetra was built without it or no usable device is present).
 std::unique_ptr<Backend> make_backend(const std::string& device);
 
 }  // namespace tetra

@@ -1,0 +1,146 @@
+#include "backend/cuda/cache_codec.h"
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/formats.cuh"
+
+namespace tetra::cuda {
+namespace {
+
+constexpr int64_t kFp8Block = 64;
+constexpr int64_t kFp4Block = 32;
+
+unsigned blocks_for(int64_t n) { return unsigned((n + 255) / 256); }
+
+// One block per row; thread b < blocks encodes scale block b, every thread some rope dims.
+__global__ void encode_kv_fp8_kernel(const float* rows, int64_t d, int64_t rope_dim, int64_t row_bytes, uint8_t* out) {
+  const float* row = rows + int64_t(blockIdx.x) * d;
+  uint8_t* o = out + int64_t(blockIdx.x) * row_bytes;
+  const int64_t nope = d - rope_dim, blocks = (nope + kFp8Block - 1) / kFp8Block;
+  uint8_t* scales = o + nope + 2 * rope_dim;
+  for (int64_t b = threadIdx.x; b < row_bytes - (nope + 2 * rope_dim); b += blockDim.x) {
+    if (b >= blocks) {
+      scales[b] = 0;  // padding
+      continue;
+    }
+    const int64_t begin = b * kFp8Block, end = min(nope, begin + kFp8Block);
+    float amax = 0;
+    for (int64_t i = begin; i < end; ++i) amax = fmaxf(amax, fabsf(row[i]));
+    const int e = ceil_log2(fmaxf(amax, 1e-4f) / 448.0f);
+    const float inv = ldexpf(1.0f, -e);
+    for (int64_t i = begin; i < end; ++i) o[i] = encode_e4m3(row[i] * inv);
+    scales[b] = uint8_t(e + 127);
+  }
+  for (int64_t i = threadIdx.x; i < rope_dim; i += blockDim.x) {
+    const uint16_t bits = encode_bf16(row[nope + i]);
+    o[nope + 2 * i] = uint8_t(bits & 0xFF);
+    o[nope + 2 * i + 1] = uint8_t(bits >> 8);
+  }
+}
+
+__global__ void decode_kv_fp8_kernel(const uint8_t* bytes, int64_t n, int64_t d, int64_t rope_dim, int64_t row_bytes,
+                                     float* out) {
+  const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= n * d) return;
+  const int64_t r = k / d, i = k % d, nope = d - rope_dim;
+  const uint8_t* in = bytes + r * row_bytes;
+  out[k] = i < nope ? decode_e4m3(in[i]) * decode_e8m0(in[nope + 2 * rope_dim + i / kFp8Block])
+                    : decode_bf16(uint16_t(in[nope + 2 * (i - nope)] | (in[nope + 2 * (i - nope) + 1] << 8)));
+}
+
+__global__ void encode_bf16_kernel(const float* values, int64_t count, uint8_t* out) {
+  const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= count) return;
+  const uint16_t bits = encode_bf16(values[k]);
+  out[2 * k] = uint8_t(bits & 0xFF);
+  out[2 * k + 1] = uint8_t(bits >> 8);
+}
+
+__global__ void decode_bf16_kernel(const uint8_t* bytes, int64_t count, float* out) {
+  const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k < count) out[k] = decode_bf16(uint16_t(bytes[2 * k] | (bytes[2 * k + 1] << 8)));
+}
+
+// One block per row, the row in shared memory: the butterflies of the reference's
+// Walsh-Hadamard loop stage by stage (each value sees the same additions), then one thread per
+// 32-value block picks the scale and packs the codes.
+__global__ void encode_indexer_fp4_kernel(const float* rows, int64_t d, int64_t row_bytes, uint8_t* out) {
+  extern __shared__ float v[];
+  const float* row = rows + int64_t(blockIdx.x) * d;
+  uint8_t* o = out + int64_t(blockIdx.x) * row_bytes;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) v[i] = row[i];
+  __syncthreads();
+  for (int64_t len = 1; len < d; len <<= 1) {
+    for (int64_t p = threadIdx.x; p < d / 2; p += blockDim.x) {
+      const int64_t j = (p / len) * 2 * len + p % len;
+      const float a = v[j], b = v[j + len];
+      v[j] = a + b;
+      v[j + len] = a - b;
+    }
+    __syncthreads();
+  }
+  const float norm = 1.0f / sqrtf(float(d));
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) v[i] *= norm;
+  __syncthreads();
+  uint8_t* scales = o + d / 2;
+  for (int64_t b = threadIdx.x; b * kFp4Block < d; b += blockDim.x) {
+    const int64_t begin = b * kFp4Block, end = min(d, begin + kFp4Block);
+    float amax = 0;
+    for (int64_t i = begin; i < end; ++i) amax = fmaxf(amax, fabsf(v[i]));
+    const int e = ceil_log2(fmaxf(amax, ldexpf(6.0f, -126)) / 6.0f);
+    const float inv = ldexpf(1.0f, -e);
+    for (int64_t i = begin; i < end; i += 2) {
+      const uint8_t lo = encode_e2m1(v[i] * inv), hi = i + 1 < end ? encode_e2m1(v[i + 1] * inv) : uint8_t(0);
+      o[i / 2] = uint8_t(lo | (hi << 4));
+    }
+    scales[b] = uint8_t(e + 127);
+  }
+}
+
+__global__ void decode_indexer_fp4_kernel(const uint8_t* bytes, int64_t n, int64_t d, int64_t row_bytes, float* out) {
+  const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= n * d) return;
+  const int64_t r = k / d, i = k % d;
+  const uint8_t* in = bytes + r * row_bytes;
+  out[k] = decode_e2m1(fp4_code(in, i)) * decode_e8m0(in[d / 2 + i / kFp4Block]);
+}
+
+}  // namespace
+
+void encode_kv_fp8(const float* rows, int64_t n, int64_t d, int64_t rope_dim, uint8_t* out, cudaStream_t stream) {
+  if (n == 0) return;
+  encode_kv_fp8_kernel<<<unsigned(n), 64, 0, stream>>>(rows, d, rope_dim, kv_fp8_row_bytes(d, rope_dim), out);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_kv_fp8(const uint8_t* bytes, int64_t n, int64_t d, int64_t rope_dim, float* out, cudaStream_t stream) {
+  if (n * d == 0) return;
+  decode_kv_fp8_kernel<<<blocks_for(n * d), 256, 0, stream>>>(bytes, n, d, rope_dim, kv_fp8_row_bytes(d, rope_dim), out);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+void encode_bf16(const float* values, int64_t count, uint8_t* out, cudaStream_t stream) {
+  if (count == 0) return;
+  encode_bf16_kernel<<<blocks_for(count), 256, 0, stream>>>(values, count, out);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_bf16(const uint8_t* bytes, int64_t count, float* out, cudaStream_t stream) {
+  if (count == 0) return;
+  decode_bf16_kernel<<<blocks_for(count), 256, 0, stream>>>(bytes, count, out);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+void encode_indexer_fp4(const float* rows, int64_t n, int64_t d, uint8_t* out, cudaStream_t stream) {
+  if (d <= 0 || (d & (d - 1))) runtime_error("cuda indexer fp4: the Hadamard rotation needs a power-of-two size, got ", d);
+  if (n == 0) return;
+  encode_indexer_fp4_kernel<<<unsigned(n), 128, size_t(d) * sizeof(float), stream>>>(rows, d, indexer_fp4_row_bytes(d), out);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_indexer_fp4(const uint8_t* bytes, int64_t n, int64_t d, float* out, cudaStream_t stream) {
+  if (n * d == 0) return;
+  decode_indexer_fp4_kernel<<<blocks_for(n * d), 256, 0, stream>>>(bytes, n, d, indexer_fp4_row_bytes(d), out);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace tetra::cuda

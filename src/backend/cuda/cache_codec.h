@@ -1,0 +1,25 @@
+#pragma once
+// The cache storage layouts of cpu/cache_codec.h on the device, bit-identical to the CPU
+// encoders: KV fp8 ("fp8_ds_mla"), bf16 rows, and the indexer's Hadamard-rotated fp4.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tetra::cuda {
+
+// Bytes of one encoded row.
+inline int64_t kv_fp8_row_bytes(int64_t d, int64_t rope_dim) {
+  const int64_t nope = d - rope_dim;
+  return nope + 2 * rope_dim + ((nope + 63) / 64 + 7) / 8 * 8;
+}
+inline int64_t indexer_fp4_row_bytes(int64_t d) { return d / 2 + (d + 31) / 32; }
+
+void encode_kv_fp8(const float* rows, int64_t n, int64_t d, int64_t rope_dim, uint8_t* out, cudaStream_t stream);
+void decode_kv_fp8(const uint8_t* bytes, int64_t n, int64_t d, int64_t rope_dim, float* out, cudaStream_t stream);
+void encode_bf16(const float* values, int64_t count, uint8_t* out, cudaStream_t stream);  // little-endian pairs
+void decode_bf16(const uint8_t* bytes, int64_t count, float* out, cudaStream_t stream);
+// d must be a power of two (the Walsh-Hadamard rotation).
+void encode_indexer_fp4(const float* rows, int64_t n, int64_t d, uint8_t* out, cudaStream_t stream);
+void decode_indexer_fp4(const uint8_t* bytes, int64_t n, int64_t d, float* out, cudaStream_t stream);
+
+}  // namespace tetra::cuda

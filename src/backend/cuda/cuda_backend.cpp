@@ -1,0 +1,410 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/cache_codec.h"
+#include "backend/cuda/compressor.h"
+#include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/dequantize.h"
+#include "backend/cuda/device.h"
+#include "backend/cuda/elementwise.h"
+#include "backend/cuda/indexer.h"
+#include "backend/cuda/linear.h"
+#include "backend/cuda/mhc.h"
+#include "backend/cuda/moe.h"
+#include "backend/cuda/norm_rope.h"
+#include "core/error.h"
+
+namespace tetra {
+namespace {
+
+using cuda::WeightRef;
+
+void expect(bool ok, const char* op, const char* what) {
+  if (!ok) runtime_error("cuda backend ", op, ": ", what);
+}
+
+// The device-side WeightRef tables of one layer's routed experts.
+struct ExpertTables {
+  cuda::DeviceBuffer w1, w2, w3;
+  int64_t inter = 0;
+  bool round_input = true;
+};
+
+// A linear layer's checkpoint tensors on the device. Its Tensor is a u8 [out, in] handle whose
+// storage is this host-side record (only this backend reads a weight's storage).
+struct LinearOnDevice {
+  cuda::DeviceLinear tensors;
+  bool round_input = true;
+  // Built on first use when this is a layer's first routed expert; dies with the weights.
+  std::unique_ptr<ExpertTables> expert_tables;
+
+  WeightRef ref() const {
+    return {tensors.format, tensors.weight_dtype, tensors.scale_dtype, tensors.weight.get(), tensors.scale.get(),
+            tensors.global_scale, tensors.out, tensors.in};
+  }
+};
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(CudaNumerics numerics) : numerics_(numerics), stream_(std::make_shared<cuda::CudaStream>()) {
+    // Tensors come and go every step: keep freed memory in the pool instead of returning it.
+    int device = 0;
+    cudaMemPool_t pool = nullptr;
+    TETRA_CUDA_CHECK(cudaGetDevice(&device));
+    TETRA_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+    uint64_t keep = UINT64_MAX;
+    TETRA_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  }
+
+  std::string name() const override { return "cuda"; }
+
+  // ---- memory
+  Tensor upload(std::span<const float> values, Shape shape) override {
+    expect(int64_t(values.size()) == shape_numel(shape), "upload", "size does not match the shape");
+    Tensor t = make(std::move(shape), ElemType::f32);
+    copy_in(t, values.data(), values.size() * sizeof(float));
+    return t;
+  }
+  Tensor upload_i32(std::span<const int32_t> values, Shape shape) override {
+    expect(int64_t(values.size()) == shape_numel(shape), "upload_i32", "size does not match the shape");
+    Tensor t = make(std::move(shape), ElemType::i32);
+    copy_in(t, values.data(), values.size() * sizeof(int32_t));
+    return t;
+  }
+  std::vector<float> download(const Tensor& t) override {
+    expect(t.type() == ElemType::f32, "download", "tensor is not f32");
+    std::vector<float> v(size_t(t.numel()));
+    copy_out(t, v.data(), v.size() * sizeof(float));
+    return v;
+  }
+  std::vector<int32_t> download_i32(const Tensor& t) override {
+    expect(t.type() == ElemType::i32, "download_i32", "tensor is not i32");
+    std::vector<int32_t> v(size_t(t.numel()));
+    copy_out(t, v.data(), v.size() * sizeof(int32_t));
+    return v;
+  }
+  Tensor load_linear(const LinearWeight& w) override {
+    auto d = std::make_shared<LinearOnDevice>();
+    d->tensors = cuda::upload_linear(w, stream());
+    // The router and the head stay f32 (DESIGN.md numerics).
+    d->round_input = numerics_.bf16_linear_inputs && !(w.role == "head" || ends_with(w.role, ".ffn.gate"));
+    std::shared_ptr<std::byte[]> storage(d, reinterpret_cast<std::byte*>(d.get()));
+    return Tensor({w.out, w.in}, ElemType::u8, std::move(storage));
+  }
+  Tensor load_param(const ParamWeight& p) override {
+    const std::vector<float> v = to_f32(p.view);
+    if (p.view.dtype == DType::i32 || p.view.dtype == DType::i64) {
+      std::vector<int32_t> ids(v.size());
+      for (size_t i = 0; i < v.size(); ++i) ids[i] = int32_t(v[i]);
+      return upload_i32(ids, p.view.shape);
+    }
+    return upload(v, p.view.shape);
+  }
+  Tensor slice_rows(const Tensor& t, int64_t begin, int64_t count) override {
+    expect(begin >= 0 && count >= 0 && begin + count <= t.rows(), "slice_rows", "rows out of range");
+    Shape s = t.shape();
+    s[0] = count;
+    Tensor out = make(s, t.type());
+    const int64_t row_bytes = t.row_numel() * elem_bytes(t.type());
+    copy_device(out.data<std::byte>(), t.data<std::byte>() + begin * row_bytes, size_t(count * row_bytes));
+    return out;
+  }
+  Tensor concat_rows(const std::vector<Tensor>& parts, Shape row_shape, ElemType type) override {
+    int64_t rows = 0;
+    for (const auto& p : parts) rows += p.empty() ? 0 : p.rows();
+    Shape s{rows};
+    s.insert(s.end(), row_shape.begin(), row_shape.end());
+    Tensor out = make(s, type);
+    std::byte* dst = out.data<std::byte>();
+    for (const auto& p : parts) {
+      if (p.empty() || p.rows() == 0) continue;
+      expect(p.row_numel() == shape_numel(row_shape) && p.type() == type, "concat_rows", "parts differ in row shape");
+      const size_t bytes = size_t(p.numel() * elem_bytes(type));
+      copy_device(dst, p.data<std::byte>(), bytes);
+      dst += bytes;
+    }
+    return out;
+  }
+
+  // ---- dense math
+  Tensor embed(const Tensor& table, const Tensor& ids) override {
+    const int64_t n = ids.numel(), width = table.row_numel();
+    Tensor out = make({n, width}, ElemType::f32);
+    cuda::gather_rows(table.data<float>(), table.rows(), width, ids.data<int32_t>(), n, out.data<float>(), stream());
+    return out;
+  }
+  Tensor linear(const Tensor& x, const Tensor& w) override { return grouped_linear(x, w, 1); }
+  Tensor grouped_linear(const Tensor& x, const Tensor& w, int64_t groups) override {
+    bool round = false;
+    const WeightRef ref = weight_ref(w, round);
+    expect(groups >= 1 && ref.out % groups == 0, "linear", "output rows are not a multiple of the groups");
+    expect(x.row_numel() == groups * ref.in, "linear", "input width does not match groups × weight width");
+    Tensor out = make({x.rows(), ref.out}, ElemType::f32);
+    cuda::linear(ref, x.data<float>(), x.rows(), groups, round, out.data<float>(), stream());
+    return out;
+  }
+  Tensor rms_norm(const Tensor& x, const Tensor* weight, int64_t group, double eps) override {
+    expect(x.numel() % group == 0, "rms_norm", "size is not a multiple of the group");
+    Tensor out = make(x.shape(), ElemType::f32);
+    cuda::rms_norm(x.data<float>(), weight ? weight->data<float>() : nullptr, x.numel() / group, group, float(eps),
+                   out.data<float>(), stream());
+    return out;
+  }
+  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, int64_t head_dim, bool inverse) override {
+    expect(positions.numel() == x.rows(), "rope", "one position per row is needed");
+    cuda::rope(x.data<float>(), positions.data<int32_t>(), inv_freq.data<float>(), x.rows(), x.row_numel() / head_dim,
+               head_dim, inv_freq.numel(), inverse, stream());
+  }
+  Tensor add(const Tensor& a, const Tensor& b) override {
+    expect(a.numel() == b.numel(), "add", "sizes differ");
+    Tensor out = make(a.shape(), ElemType::f32);
+    cuda::add(a.data<float>(), b.data<float>(), a.numel(), out.data<float>(), stream());
+    return out;
+  }
+  Tensor swiglu(const Tensor& gate, const Tensor& up, double limit) override {
+    expect(gate.numel() == up.numel(), "swiglu", "sizes differ");
+    Tensor out = make(gate.shape(), ElemType::f32);
+    cuda::swiglu(gate.data<float>(), up.data<float>(), gate.numel(), float(limit), out.data<float>(), stream());
+    return out;
+  }
+
+  // ---- mHC
+  MixWeights hc_pre(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                    const ModelConfig& c) override {
+    const int64_t n = h.rows();
+    MixWeights m{make({n, c.dim}, ElemType::f32), make({n, c.hc_mult}, ElemType::f32),
+                 make({n, c.hc_mult, c.hc_mult}, ElemType::f32)};
+    cuda::hc_pre(h.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(), n, hc_params(c),
+                 m.x.data<float>(), m.post.data<float>(), m.comb.data<float>(), stream());
+    return m;
+  }
+  Tensor hc_post(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb) override {
+    Tensor out = make(h.shape(), ElemType::f32);
+    cuda::hc_post(h.data<float>(), y.data<float>(), post.data<float>(), comb.data<float>(), h.rows(), post.dim(1), y.dim(1),
+                  out.data<float>(), stream());
+    return out;
+  }
+  Tensor hc_head(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                 const ModelConfig& c) override {
+    Tensor out = make({h.rows(), c.dim}, ElemType::f32);
+    cuda::hc_head(h.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(), h.rows(), hc_params(c),
+                  out.data<float>(), stream());
+    return out;
+  }
+
+  // ---- MoE
+  Routing route(const Tensor& logits, const Tensor* bias, const Tensor* tid2eid, const Tensor& ids,
+                const ModelConfig& c) override {
+    const int64_t n = logits.rows(), k = c.n_activated_experts;
+    Routing out{make({n, k}, ElemType::f32), make({n, k}, ElemType::i32)};
+    cuda::RouteParams p;
+    p.experts = logits.dim(1);
+    p.k = k;
+    p.scoring = c.scoring;
+    // transformers renormalizes always; the official code skips it for softmax scoring
+    p.renormalize = c.scoring != ScoringFunc::softmax || c.norm_topk_prob;
+    p.route_scale = float(c.route_scale);
+    cuda::route(logits.data<float>(), bias ? bias->data<float>() : nullptr, tid2eid ? tid2eid->data<int32_t>() : nullptr,
+                ids.data<int32_t>(), n, p, out.weights.data<float>(), out.experts.data<int32_t>(), stream());
+    return out;
+  }
+  Tensor experts(const Tensor& x, const Routing& r, const std::vector<Tensor>& w1, const std::vector<Tensor>& w2,
+                 const std::vector<Tensor>& w3, double limit) override {
+    const int64_t n = x.rows(), d = x.dim(1), k = r.experts.dim(1);
+    const ExpertTables& t = expert_tables(w1, w2, w3);
+    Tensor scratch = make({n * k * (t.inter + d)}, ElemType::f32);
+    Tensor out = make({n, d}, ElemType::f32);
+    cuda::routed_experts(x.data<float>(), n, d, t.inter, r.weights.data<float>(), r.experts.data<int32_t>(), k,
+                         t.w1.get<WeightRef>(), t.w2.get<WeightRef>(), t.w3.get<WeightRef>(), float(limit), t.round_input,
+                         scratch.data<float>(), out.data<float>(), stream());
+    return out;
+  }
+
+  // ---- attention
+  Tensor compress(CompressorState& s, const Tensor& kv, const Tensor& gate, const Tensor& ape, int64_t first_position,
+                  int64_t ratio, bool overlap) override {
+    const int64_t width = kv.dim(1), out_w = overlap ? width / 2 : width;
+    Tensor biased = make(gate.shape(), ElemType::f32);
+    cuda::add_position_bias(gate.data<float>(), ape.data<float>(), gate.rows(), width, first_position, ratio,
+                            biased.data<float>(), stream());
+    const Tensor all_kv = concat_rows({s.pending_kv, kv}, {width}, ElemType::f32);
+    const Tensor all_gate = concat_rows({s.pending_gate, biased}, {width}, ElemType::f32);
+    const int64_t windows = all_kv.rows() / ratio;
+    Tensor out = make({windows, out_w}, ElemType::f32);
+    const bool has_previous = !s.previous_kv.empty();
+    cuda::pool_windows(all_kv.data<float>(), all_gate.data<float>(), has_previous ? s.previous_kv.data<float>() : nullptr,
+                       has_previous ? s.previous_gate.data<float>() : nullptr, windows, ratio, width, overlap,
+                       out.data<float>(), stream());
+    if (overlap && windows > 0) {  // the last window's first halves overlap the next window
+      s.previous_kv = first_halves(all_kv, (windows - 1) * ratio, ratio, out_w);
+      s.previous_gate = first_halves(all_gate, (windows - 1) * ratio, ratio, out_w);
+    }
+    s.windows += windows;
+    const int64_t used = windows * ratio;
+    s.pending_kv = slice_rows(all_kv, used, all_kv.rows() - used);
+    s.pending_gate = slice_rows(all_gate, used, all_gate.rows() - used);
+    return out;
+  }
+  Tensor attention(const Tensor& q, const Tensor& kv, const Tensor& idx, const Tensor& sinks, double scale) override {
+    const int64_t n = q.rows(), d = kv.dim(1), heads = q.row_numel() / d, K = idx.dim(1);
+    Tensor scratch = make({n * heads * K}, ElemType::f32);
+    Tensor out = make({n, heads * d}, ElemType::f32);
+    cuda::sparse_attention(q.data<float>(), kv.data<float>(), idx.data<int32_t>(), sinks.data<float>(), n, heads, d, K,
+                           float(scale), scratch.data<float>(), out.data<float>(), stream());
+    return out;
+  }
+  Tensor indexer_topk(const Tensor& q, const Tensor& weights, const Tensor& keys, const Tensor& key_begin,
+                      const Tensor& visible, const Tensor& available, int64_t heads, int64_t k,
+                      double weight_scale) override {
+    // visible[r] <= available[r] <= the key rows from key_begin[r]: the key count bounds every row.
+    const int64_t n = q.rows(), d = q.row_numel() / heads, stride = keys.rows();
+    Tensor scratch = make({n * stride}, ElemType::f32);
+    Tensor out = make({n, k}, ElemType::i32);
+    cuda::indexer_topk(q.data<float>(), weights.data<float>(), keys.data<float>(), key_begin.data<int32_t>(),
+                       visible.data<int32_t>(), n, heads, d, k, float(weight_scale), scratch.data<float>(), stride,
+                       out.data<int32_t>(), stream());
+    return out;
+  }
+
+  // ---- caches
+  Tensor encode_kv(const Tensor& rows, KvCacheDtype t, int64_t rope_dim) override {
+    const int64_t n = rows.rows(), d = rows.row_numel();
+    switch (t) {
+      case KvCacheDtype::f32: return rows;
+      case KvCacheDtype::bf16: {
+        Tensor out = make({n, 2 * d}, ElemType::u8);
+        cuda::encode_bf16(rows.data<float>(), n * d, out.data<uint8_t>(), stream());
+        return out;
+      }
+      case KvCacheDtype::fp8: {
+        Tensor out = make({n, cuda::kv_fp8_row_bytes(d, rope_dim)}, ElemType::u8);
+        cuda::encode_kv_fp8(rows.data<float>(), n, d, rope_dim, out.data<uint8_t>(), stream());
+        return out;
+      }
+    }
+    return {};
+  }
+  Tensor decode_kv(const Tensor& bytes, KvCacheDtype t, int64_t head_dim, int64_t rope_dim) override {
+    if (t == KvCacheDtype::f32) return bytes;
+    const int64_t n = bytes.rows();
+    Tensor out = make({n, head_dim}, ElemType::f32);
+    if (t == KvCacheDtype::bf16)
+      cuda::decode_bf16(bytes.data<uint8_t>(), n * head_dim, out.data<float>(), stream());
+    else
+      cuda::decode_kv_fp8(bytes.data<uint8_t>(), n, head_dim, rope_dim, out.data<float>(), stream());
+    return out;
+  }
+  Tensor encode_indexer(const Tensor& rows, IndexerCacheDtype t) override {
+    if (t == IndexerCacheDtype::f32) return rows;
+    if (t == IndexerCacheDtype::bf16) return encode_kv(rows, KvCacheDtype::bf16, 0);
+    const int64_t n = rows.rows(), d = rows.row_numel();
+    Tensor out = make({n, cuda::indexer_fp4_row_bytes(d)}, ElemType::u8);
+    cuda::encode_indexer_fp4(rows.data<float>(), n, d, out.data<uint8_t>(), stream());
+    return out;
+  }
+  Tensor decode_indexer(const Tensor& bytes, IndexerCacheDtype t, int64_t head_dim) override {
+    if (t == IndexerCacheDtype::f32) return bytes;
+    if (t == IndexerCacheDtype::bf16) return decode_kv(bytes, KvCacheDtype::bf16, head_dim, 0);
+    const int64_t n = bytes.rows();
+    Tensor out = make({n, head_dim}, ElemType::f32);
+    cuda::decode_indexer_fp4(bytes.data<uint8_t>(), n, head_dim, out.data<float>(), stream());
+    return out;
+  }
+  Tensor indexer_query(const Tensor& q, IndexerCacheDtype t, int64_t head_dim) override {
+    if (t != IndexerCacheDtype::fp4) return q;
+    const Tensor heads = q.view({q.numel() / head_dim, head_dim});
+    return decode_indexer(encode_indexer(heads, t), t, head_dim).view(q.shape());
+  }
+
+ private:
+  cudaStream_t stream() const { return stream_->get(); }
+
+  // Stream-ordered allocation; the free is ordered after every use on the same stream.
+  Tensor make(Shape shape, ElemType type) const {
+    const size_t bytes = size_t(std::max<int64_t>(shape_numel(shape) * elem_bytes(type), 1));
+    void* p = nullptr;
+    TETRA_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream()));
+    std::shared_ptr<cuda::CudaStream> owner = stream_;
+    std::shared_ptr<std::byte[]> storage(static_cast<std::byte*>(p),
+                                         [owner](std::byte* q) { cudaFreeAsync(q, owner->get()); });
+    return Tensor(std::move(shape), type, std::move(storage));
+  }
+  void copy_in(const Tensor& t, const void* src, size_t bytes) const {
+    if (bytes) TETRA_CUDA_CHECK(cudaMemcpyAsync(t.data<std::byte>(), src, bytes, cudaMemcpyHostToDevice, stream()));
+  }
+  void copy_out(const Tensor& t, void* dst, size_t bytes) const {
+    if (bytes) TETRA_CUDA_CHECK(cudaMemcpyAsync(dst, t.data<std::byte>(), bytes, cudaMemcpyDeviceToHost, stream()));
+    stream_->synchronize();
+  }
+  void copy_device(void* dst, const void* src, size_t bytes) const {
+    if (bytes) TETRA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
+  }
+  // Channels [0, width) of `count` rows of t (row width t.dim(1)) from row `first`.
+  Tensor first_halves(const Tensor& t, int64_t first, int64_t count, int64_t width) const {
+    Tensor out = make({count, width}, ElemType::f32);
+    const size_t pitch = size_t(t.dim(1)) * sizeof(float);
+    TETRA_CUDA_CHECK(cudaMemcpy2DAsync(out.data<float>(), size_t(width) * sizeof(float),
+                                       t.data<std::byte>() + size_t(first) * pitch, pitch, size_t(width) * sizeof(float),
+                                       size_t(count), cudaMemcpyDeviceToDevice, stream()));
+    return out;
+  }
+
+  // f32 tensors (an embedding table used as the head) are dense f32 weights read in f32.
+  WeightRef weight_ref(const Tensor& w, bool& round_input) const {
+    if (w.type() == ElemType::f32) {
+      round_input = false;
+      return {WeightFormat::dense, DType::f32, DType::f32, w.data<float>(), nullptr, 1.0f, w.dim(0), w.dim(1)};
+    }
+    expect(w.type() == ElemType::u8, "linear", "the weight is not a loaded linear layer");
+    const LinearOnDevice& d = *w.data<LinearOnDevice>();
+    round_input = d.round_input;
+    return d.ref();
+  }
+
+  const ExpertTables& expert_tables(const std::vector<Tensor>& w1, const std::vector<Tensor>& w2,
+                                    const std::vector<Tensor>& w3) const {
+    expect(!w1.empty() && w1.size() == w2.size() && w1.size() == w3.size(), "experts", "expert weight lists differ");
+    expect(w1.front().type() == ElemType::u8, "experts", "expert weights are not loaded linear layers");
+    LinearOnDevice& first = *w1.front().data<LinearOnDevice>();
+    if (first.expert_tables) return *first.expert_tables;
+    auto t = std::make_unique<ExpertTables>();
+    auto table = [&](const std::vector<Tensor>& ws) {
+      std::vector<WeightRef> refs;
+      for (const Tensor& w : ws) refs.push_back(weight_ref(w, t->round_input));
+      cuda::DeviceBuffer b(refs.size() * sizeof(WeightRef));
+      TETRA_CUDA_CHECK(cudaMemcpyAsync(b.get(), refs.data(), b.bytes(), cudaMemcpyHostToDevice, stream()));
+      stream_->synchronize();  // refs is freed on return
+      return b;
+    };
+    t->w1 = table(w1);
+    t->w2 = table(w2);
+    t->w3 = table(w3);
+    t->inter = w1.front().dim(0);
+    first.expert_tables = std::move(t);
+    return *first.expert_tables;
+  }
+
+  static cuda::HcParams hc_params(const ModelConfig& c) {
+    return {c.hc_mult, c.dim, c.hc_sinkhorn_iters, float(c.norm_eps), float(c.hc_eps)};
+  }
+
+  CudaNumerics numerics_;
+  std::shared_ptr<cuda::CudaStream> stream_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(CudaNumerics numerics) {
+  const cuda::DeviceStatus device = cuda::probe_device();
+  if (!device.usable) runtime_error("--device cuda: ", device.description);
+  return std::make_unique<CudaBackend>(numerics);
+}
+
+}  // namespace tetra

@@ -1,0 +1,19 @@
+#pragma once
+// The CUDA backend: every Backend operation as device kernels, linear weights kept in their
+// checkpoint format (dequantized inside the kernels).
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace tetra {
+
+struct CudaNumerics {
+  // The target numerics: linear layers see their activations as bf16 (f32 accumulation), except
+  // the router and the head, which stay f32. false: every op in f32, for exact comparisons.
+  bool bf16_linear_inputs = true;
+};
+
+// Throws a runtime Error saying why when no usable CUDA device is present.
+std::unique_ptr<Backend> make_cuda_backend(CudaNumerics numerics = {});
+
+}  // namespace tetra

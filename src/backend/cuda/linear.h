@@ -1,0 +1,14 @@
+#pragma once
+// Linear layers on weights kept in their checkpoint format, dequantized inside the kernel.
+#include <cuda_runtime.h>
+
+#include "backend/cuda/weight_ref.h"
+
+namespace tetra::cuda {
+
+// y[n, w.out] = x·wᵀ with f32 accumulation. groups > 1: the o_groups block-diagonal form, x is
+// [n, groups·w.in] and output row o reads input group o / (w.out / groups).
+void linear(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input_to_bf16, float* y,
+            cudaStream_t stream);
+
+}  // namespace tetra::cuda

@@ -1,0 +1,31 @@
+#pragma once
+// MoE on the device: router scores and top-k selection, then the routed experts for every
+// (token, slot) pair, combined per token in slot order (deterministic: no atomics).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/weight_ref.h"
+#include "model/config.h"
+
+namespace tetra::cuda {
+
+struct RouteParams {
+  int64_t experts = 0, k = 0;
+  ScoringFunc scoring = ScoringFunc::sqrtsoftplus;
+  bool renormalize = true;
+  float route_scale = 1;
+};
+
+// logits [n, experts] → weights [n, k], selected [n, k]. tid2eid [vocab, k] (hash layers) or
+// bias [experts] (may be null) decides the selection; ties go to the lower expert index.
+void route(const float* logits, const float* bias, const int32_t* tid2eid, const int32_t* ids, int64_t n,
+           const RouteParams& p, float* weights, int32_t* selected, cudaStream_t stream);
+
+// experts_w1/w2/w3: device arrays of one WeightRef per expert. scratch: n·k·(inter + dim)
+// floats. out [n, dim] = Σ_j weights[t, j] · w2_e(swiglu(w1_e·x, w3_e·x)).
+void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const float* weights, const int32_t* selected,
+                    int64_t k, const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
+                    float limit, bool round_input_to_bf16, float* scratch, float* out, cudaStream_t stream);
+
+}  // namespace tetra::cuda
