@@ -1,5 +1,6 @@
 // tetra perplexity: the model's perplexity on a text file (tokenized with the checkpoint's
 // tokenizer.json) or on a JSON list of token ids, over consecutive windows of --context tokens.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
