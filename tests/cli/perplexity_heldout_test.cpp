@@ -36,6 +36,7 @@ const std::string kF32Caches = "--kv-cache-dtype f32 --indexer-cache-dtype f32";
 
 struct Reference {
   std::vector<double> window_nll;
+  std::vector<std::vector<double>> token_logprobs;
   double perplexity = 0;
 };
 
@@ -48,6 +49,7 @@ Reference transformers_reference(int windows = kWindows) {
   double nll = 0, scored = 0;
   for (int w = 0; w < windows; ++w) {
     ref.window_nll.push_back(j["windows"][w]["nll_sum"].get<double>());
+    ref.token_logprobs.push_back(j["logprobs"][w].get<std::vector<double>>());
     nll += ref.window_nll.back();
     scored += j["windows"][w]["tokens_scored"].get<double>();
   }
@@ -59,14 +61,20 @@ TEST(PerplexityCli, Bf16WithF32CachesEqualsTransformers) {
   const Reference ref = transformers_reference();
   const auto j = perplexity_json("--model " + (kDemo / "bf16").string() + " --tokens-file " +
                                  (kDemo / "heldout_ids.json").string() + " --context 512 --chunks " +
-                                 std::to_string(kWindows) + " " + kF32Caches);
+                                 std::to_string(kWindows) + " --per-token " + kF32Caches);
   ASSERT_FALSE(j.is_discarded());
   EXPECT_EQ(j["tokens_scored"], kWindows * 511);
   EXPECT_NEAR(j["perplexity"].get<double>(), ref.perplexity, 1e-4 * ref.perplexity);
   ASSERT_EQ(j["windows"].size(), size_t(kWindows));
-  for (int w = 0; w < kWindows; ++w)
+  for (int w = 0; w < kWindows; ++w) {
     EXPECT_NEAR(j["windows"][w]["nll_sum"].get<double>(), ref.window_nll[size_t(w)], 1e-4 * ref.window_nll[size_t(w)])
         << "window " << w;
+    // every token (measured: at most 6e-6 apart)
+    const auto nlls = j["windows"][w]["token_nlls"].get<std::vector<double>>();
+    const auto& logprobs = ref.token_logprobs[size_t(w)];
+    ASSERT_EQ(nlls.size(), logprobs.size());
+    for (size_t t = 0; t < nlls.size(); ++t) ASSERT_NEAR(nlls[t], -logprobs[t], 1e-4) << "window " << w << " token " << t;
+  }
 }
 
 // The bounds: 4-bit checkpoints within 15% of bf16, the default FP8 KV / FP4 indexer
