@@ -20,7 +20,7 @@ constexpr const char* kUsage =
     "         [--kv-cache-dtype f32|bf16|fp8] [--indexer-cache-dtype f32|bf16|fp4]\n"
     "                                          raw f32 logits of every position ([seq][pos][vocab])\n"
     "  perplexity --model DIR (--file TEXT | --tokens-file IDS.json) [--context N] [--chunks N]\n"
-    "         [--json] [--device cpu|cuda] [--kv-cache-dtype ...] [--indexer-cache-dtype ...]\n"
+    "         [--json [--per-token]] [--device cpu|cuda] [--kv-cache-dtype ...] [--indexer-cache-dtype ...]\n"
     "                                          perplexity over consecutive windows of N tokens\n"
     "                                          (default 1024); TEXT is tokenized with DIR/tokenizer.json\n"
     "  quantize --input DIR --output DIR --format nvfp4|fp8-mxfp4 [--shard-size-mb N]\n"

@@ -1,5 +1,6 @@
 // tetra perplexity: the model's perplexity on a text file (tokenized with the checkpoint's
 // tokenizer.json) or on a JSON list of token ids, over consecutive windows of --context tokens.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -50,7 +51,7 @@ std::vector<int32_t> tokenize_file(const std::string& dir, const std::string& pa
 
 int run_perplexity(const std::vector<std::string>& argv) {
   const Args args(argv, {"model", "file", "tokens-file", "device", "context", "chunks", "kv-cache-dtype", "indexer-cache-dtype"},
-                  {"json"});
+                  {"json", "per-token"});
   const std::string dir = args.required("model");
   if (args.get("file").has_value() == args.get("tokens-file").has_value())
     usage_error("give exactly one of --file TEXT and --tokens-file IDS.json");
@@ -94,7 +95,10 @@ int run_perplexity(const std::vector<std::string>& argv) {
     nlohmann::json j = {{"perplexity", ppl}, {"tokens_scored", scored}, {"tokens", ids.size()},
                         {"context", context}, {"kv_cache_dtype", kv_name}, {"indexer_cache_dtype", indexer_name},
                         {"windows", nlohmann::json::array()}};
-    for (const WindowScore& s : scores) j["windows"].push_back({{"tokens_scored", s.tokens_scored}, {"nll_sum", s.nll_sum}});
+    for (const WindowScore& s : scores) {
+      j["windows"].push_back({{"tokens_scored", s.tokens_scored}, {"nll_sum", s.nll_sum}});
+      if (args.flag("per-token")) j["windows"].back()["token_nlls"] = s.token_nlls;
+    }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("perplexity %.4f over %lld tokens (%zu windows of up to %lld tokens; kv cache %s, indexer cache %s)\n",

@@ -32,10 +32,9 @@ WindowScore score_window(Model& model, Backend& backend, std::span<const int32_t
   const std::vector<float> logits =
       backend.download(model.step({&state}, {std::vector<int32_t>(window.begin(), window.end())}).logits);
   WindowScore score;
-  for (const double nll : token_nlls(logits, window, model.config().vocab_size)) {
-    score.nll_sum += nll;
-    ++score.tokens_scored;
-  }
+  score.token_nlls = token_nlls(logits, window, model.config().vocab_size);
+  score.tokens_scored = int64_t(score.token_nlls.size());
+  for (const double nll : score.token_nlls) score.nll_sum += nll;
   return score;
 }
 

@@ -15,6 +15,7 @@ namespace tetra {
 struct WindowScore {
   int64_t tokens_scored = 0;
   double nll_sum = 0;  // sum of -log p(token | window prefix), natural log
+  std::vector<double> token_nlls;  // each scored token's -log p, in order
 };
 
 // Consecutive windows of `context` tokens; the last may be shorter, and is dropped when it has

@@ -32,7 +32,7 @@ TEST(Perplexity, TokenNllIsTheNegativeLogSoftmaxOfTheNextToken) {
   ASSERT_EQ(nll.size(), 2u);
   EXPECT_NEAR(nll[0], std::log(1 + std::exp(1.0) + std::exp(2.0)) - 2.0, 1e-12);
   EXPECT_NEAR(nll[1], std::log(3.0), 1e-12);
-  const std::vector<WindowScore> scores = {{2, nll[0] + nll[1]}, {1, std::log(3.0)}};
+  const std::vector<WindowScore> scores = {{2, nll[0] + nll[1], nll}, {1, std::log(3.0), {std::log(3.0)}}};
   EXPECT_NEAR(perplexity(scores), std::exp((nll[0] + nll[1] + std::log(3.0)) / 3), 1e-12);
 }
 

@@ -3,7 +3,7 @@
 one token at a time, with the checkpoint's own tokenizer through `tetra tokenize`/`detokenize`.
 Each step re-runs the whole prefix: slow but needs nothing beyond the tetra binary.
 
-usage: greedy_completions.py TETRA MODEL_DIR [--tokens N] [--kv-cache-dtype D] [--indexer-cache-dtype D] PROMPT...
+usage: greedy_completions.py TETRA MODEL_DIR [--tokens N] [--no-bos] [--kv-cache-dtype D] [--indexer-cache-dtype D] PROMPT...
 Prints one Markdown section per prompt: the prompt and its completion in a code block.
 """
 import argparse
@@ -36,6 +36,9 @@ def main():
     ap.add_argument("model")
     ap.add_argument("prompts", nargs="+")
     ap.add_argument("--tokens", type=int, default=48)
+    # Training windows started anywhere in a file; BOS marks a file's start, where licence
+    # headers and docstrings are likely.
+    ap.add_argument("--no-bos", action="store_true")
     ap.add_argument("--kv-cache-dtype", default="fp8")
     ap.add_argument("--indexer-cache-dtype", default="fp4")
     args = ap.parse_args()
@@ -43,8 +46,7 @@ def main():
     config = json.load(open(os.path.join(args.model, "config.json")))
     with tempfile.TemporaryDirectory() as work:
         for prompt in args.prompts:
-            # BOS first, as every training document began
-            ids = [config["bos_token_id"]] + json.loads(run([args.tetra, "tokenize", "--tokenizer", tokenizer,
+            ids = ([] if args.no_bos else [config["bos_token_id"]]) + json.loads(run([args.tetra, "tokenize", "--tokenizer", tokenizer,
                                                               "--text", prompt]))
             start = len(ids)
             for _ in range(args.tokens):
