@@ -18,7 +18,7 @@ done
 [ -d "$model" ] || { echo "load-test: model directory $model is missing" >&2; exit 1; }
 [ -x build/src/tetra ] || ./scripts/build.sh
 . tests/server/start_server.sh
-start_server build/src/tetra "$model"
+SERVER_START_SECONDS=600 start_server build/src/tetra "$model"
 trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
 rss() { awk '/VmRSS/ {print $2}' "/proc/$SERVER_PID/status"; }
 
