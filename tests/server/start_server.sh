@@ -1,13 +1,15 @@
-# Sourced by the server tests: start_server TETRA MODEL [serve options...] starts `tetra serve`
-# on a free port (--port 0) and sets SERVER_PID and BASE once it listens; stop_server ends it
-# with SIGTERM and checks that it exits cleanly.
+# Sourced by the server tests and scripts: start_server TETRA MODEL [serve options...] starts
+# `tetra serve` on a free port (--port 0) and sets SERVER_PID and BASE once it listens (waiting
+# up to SERVER_START_SECONDS, default 60, for the model to load); stop_server ends it with
+# SIGTERM and checks that it exits cleanly.
 start_server() {
   local tetra=$1 model=$2
   shift 2
   SERVER_LOG=$(mktemp)
   "$tetra" serve --model "$model" --port 0 "$@" >"$SERVER_LOG" 2>&1 &
   SERVER_PID=$!
-  for _ in $(seq 1 600); do
+  local tries=$((${SERVER_START_SECONDS:-60} * 10))
+  for _ in $(seq 1 "$tries"); do
     local port
     port=$(sed -n 's#.*listening on http://127.0.0.1:\([0-9]*\).*#\1#p' "$SERVER_LOG")
     if [ -n "$port" ]; then
@@ -17,7 +19,7 @@ start_server() {
     kill -0 "$SERVER_PID" 2>/dev/null || { cat "$SERVER_LOG"; echo "server exited before listening" >&2; return 1; }
     sleep 0.1
   done
-  echo "server did not start listening in 60 s" >&2
+  echo "server did not start listening in ${SERVER_START_SECONDS:-60} s" >&2
   return 1
 }
 
