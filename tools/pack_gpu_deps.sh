@@ -9,7 +9,7 @@ exclude=$(git rev-parse --git-path info/exclude)  # also right in a worktree, wh
 grep -qx '/.gpu_carry/' "$exclude" 2>/dev/null || echo '/.gpu_carry/' >> "$exclude"
 dest=.gpu_carry/deps
 rm -rf "$dest"
-for pkg in nlohmann-json3-dev libgtest-dev libgmock-dev libcpp-httplib-dev; do
+for pkg in nlohmann-json3-dev libgtest-dev libgmock-dev libcpp-httplib-dev libcpp-httplib0.11; do
   dpkg -L "$pkg" | while read -r f; do
     case "$f" in /usr/include/*|/usr/lib/*|/usr/share/cmake/*|/usr/share/pkgconfig/*) ;; *) continue ;; esac
     [ -f "$f" ] || continue
