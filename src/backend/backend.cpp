@@ -8,6 +8,44 @@
 
 namespace tetra {
 
+Tensor Backend::load_param(const ParamWeight& p) {
+  const std::vector<float> v = to_f32(p.view);
+  if (p.view.dtype == DType::i32 || p.view.dtype == DType::i64) {
+    std::vector<int32_t> ids(v.size());
+    for (size_t i = 0; i < v.size(); ++i) ids[i] = int32_t(v[i]);
+    return upload_i32(ids, p.view.shape);
+  }
+  return upload(v, p.view.shape);
+}
+
+Tensor Backend::slice_rows(const Tensor& t, int64_t begin, int64_t count) {
+  if (begin < 0 || count < 0 || begin + count > t.rows()) runtime_error(name(), " backend slice_rows: rows out of range");
+  Shape s = t.shape();
+  s[0] = count;
+  Tensor out = allocate(s, t.type());
+  const int64_t row_bytes = t.row_numel() * elem_bytes(t.type());
+  copy_bytes(out.data<std::byte>(), t.data<std::byte>() + begin * row_bytes, size_t(count * row_bytes));
+  return out;
+}
+
+Tensor Backend::concat_rows(const std::vector<Tensor>& parts, Shape row_shape, ElemType type) {
+  int64_t rows = 0;
+  for (const auto& p : parts) rows += p.empty() ? 0 : p.rows();
+  Shape s{rows};
+  s.insert(s.end(), row_shape.begin(), row_shape.end());
+  Tensor out = allocate(s, type);
+  std::byte* dst = out.data<std::byte>();
+  for (const auto& p : parts) {
+    if (p.empty() || p.rows() == 0) continue;
+    if (p.row_numel() != shape_numel(row_shape) || p.type() != type)
+      runtime_error(name(), " backend concat_rows: parts differ in row shape");
+    const size_t bytes = size_t(p.numel() * elem_bytes(type));
+    copy_bytes(dst, p.data<std::byte>(), bytes);
+    dst += bytes;
+  }
+  return out;
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& device) {
   if (device == "cpu") return make_cpu_backend();
 #ifdef TETRA_WITH_CUDA

@@ -44,9 +44,10 @@ class Backend {
   virtual std::vector<float> download(const Tensor& t) = 0;
   virtual std::vector<int32_t> download_i32(const Tensor& t) = 0;
   virtual Tensor load_linear(const LinearWeight& w) = 0;  // exact values of any weight format
-  virtual Tensor load_param(const ParamWeight& p) = 0;    // f32 (i32 for integer tables)
-  virtual Tensor slice_rows(const Tensor& t, int64_t begin, int64_t count) = 0;
-  virtual Tensor concat_rows(const std::vector<Tensor>& parts, Shape row_shape, ElemType type) = 0;
+  // The same for every backend, built on upload(), allocate() and copy_bytes().
+  Tensor load_param(const ParamWeight& p);  // f32 (i32 for integer tables)
+  Tensor slice_rows(const Tensor& t, int64_t begin, int64_t count);
+  Tensor concat_rows(const std::vector<Tensor>& parts, Shape row_shape, ElemType type);
 
   // ---- dense math (f32)
   virtual Tensor embed(const Tensor& table, const Tensor& ids) = 0;
@@ -96,6 +97,12 @@ class Backend {
   virtual Tensor decode_indexer(const Tensor& bytes, IndexerCacheDtype t, int64_t head_dim) = 0;
   // The indexer query as the cache type sees it (fp4: rotated and rounded like the keys).
   virtual Tensor indexer_query(const Tensor& q, IndexerCacheDtype t, int64_t head_dim) = 0;
+
+ protected:
+  // Storage for a tensor in this backend's memory.
+  virtual Tensor allocate(Shape shape, ElemType type) = 0;
+  // Copies bytes between two places of this backend's memory.
+  virtual void copy_bytes(std::byte* dst, const std::byte* src, size_t bytes) = 0;
 };
 
 // "cpu" gives the reference backend; "cuda" the CUDA backend (a runtime error saying why when

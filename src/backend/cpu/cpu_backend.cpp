@@ -64,40 +64,6 @@ class CpuBackend final : public Backend {
     return std::vector<int32_t>(t.data<int32_t>(), t.data<int32_t>() + t.numel());
   }
   Tensor load_linear(const LinearWeight& w) override { return upload(dequantize(w), {w.out, w.in}); }
-  Tensor load_param(const ParamWeight& p) override {
-    const std::vector<float> v = to_f32(p.view);
-    if (p.view.dtype == DType::i32 || p.view.dtype == DType::i64) {
-      std::vector<int32_t> ids(v.size());
-      for (size_t i = 0; i < v.size(); ++i) ids[i] = int32_t(v[i]);
-      return upload_i32(ids, p.view.shape);
-    }
-    return upload(v, p.view.shape);
-  }
-  Tensor slice_rows(const Tensor& t, int64_t begin, int64_t count) override {
-    expect(begin >= 0 && begin + count <= t.rows(), "slice_rows", "rows out of range");
-    Shape s = t.shape();
-    s[0] = count;
-    Tensor out = make(s, t.type());
-    const int64_t row_bytes = t.row_numel() * elem_bytes(t.type());
-    std::memcpy(out.data<std::byte>(), t.data<std::byte>() + begin * row_bytes, size_t(count * row_bytes));
-    return out;
-  }
-  Tensor concat_rows(const std::vector<Tensor>& parts, Shape row_shape, ElemType type) override {
-    int64_t rows = 0;
-    for (const auto& p : parts) rows += p.empty() ? 0 : p.rows();
-    Shape s{rows};
-    s.insert(s.end(), row_shape.begin(), row_shape.end());
-    Tensor out = make(s, type);
-    std::byte* dst = out.data<std::byte>();
-    for (const auto& p : parts) {
-      if (p.empty() || p.rows() == 0) continue;
-      expect(p.row_numel() == shape_numel(row_shape) && p.type() == type, "concat_rows", "parts differ in row shape");
-      const size_t bytes = size_t(p.numel() * elem_bytes(type));
-      std::memcpy(dst, p.data<std::byte>(), bytes);
-      dst += bytes;
-    }
-    return out;
-  }
 
   Tensor embed(const Tensor& table, const Tensor& ids) override {
     const int64_t n = ids.numel(), d = table.dim(1);
@@ -520,6 +486,9 @@ class CpuBackend final : public Backend {
     Tensor round_trip = decode_indexer(encode_indexer(heads, t), t, head_dim);
     return upload(download(round_trip), q.shape());
   }
+ protected:
+  Tensor allocate(Shape shape, ElemType type) override { return make(std::move(shape), type); }
+  void copy_bytes(std::byte* dst, const std::byte* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 };
 
 }  // namespace
