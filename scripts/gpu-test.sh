@@ -1,41 +1,81 @@
 #!/usr/bin/env bash
 # For the GPU machine: builds tetra with the CUDA backend for the local GPU (sm_90a unless
-# TETRA_CUDA_ARCHS says otherwise), runs the GPU tests (verbose: they print their measured
-# numbers), then every other test unless TETRA_GPU_ONLY=1, the benchmarks, compute-sanitizer's memcheck
-# over the GPU op tests and one whole CUDA forward, and prints a summary table last.
+# TETRA_CUDA_ARCHS says otherwise), then runs, each under its own time limit:
+#   the GPU tests (verbose: they print their measured numbers), every other test unless
+#   TETRA_GPU_ONLY=1, the demo model on CUDA against the CPU (tools/cuda_demo_parity.sh), the
+#   server's end-to-end tests against `tetra serve --device cuda`, the benchmarks, and
+#   compute-sanitizer's memcheck and racecheck;
+# and prints a summary table last. Logs go to $OUT (or /tmp) as gpu-test.log.
+# Dependencies the machine lacks come from .gpu_carry and .gpu_node when present
+# (tools/pack_gpu_deps.sh). TETRA_SKIP_BUILD=1 reuses build-gpu/ from an earlier call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
 log=${OUT:-/tmp}/gpu-test.log
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="${TETRA_CUDA_ARCHS:-90a}" >"$log" 2>&1 &&
-  ninja -C build-gpu >>"$log" 2>&1 || { tail -50 "$log"; echo "build failed"; exit 1; }
-ctest --test-dir build-gpu --output-on-failure -L gpu -V >>"$log" 2>&1
-grep -E "^[0-9]+: (f32|bf16|tetra logits|device:)|FAILED|Failure|Expected|Which is|rel|Skipped" "$log" | grep -v "^--" | head -80
-if [ "${TETRA_GPU_ONLY:-0}" != 1 ]; then
-  ctest --test-dir build-gpu --output-on-failure -j 8 -LE "slow|gpu" | tee -a "$log"
-  ctest --test-dir build-gpu --output-on-failure -L slow | tee -a "$log"
+: >"$log"
+if [ -d .gpu_carry/deps/usr ]; then
+  export CMAKE_PREFIX_PATH=$PWD/.gpu_carry/deps/usr
 fi
-echo "== benchmarks" | tee -a "$log"
-build-gpu/bench/tetra_cuda_linear_bench 2>&1 | tee -a "$log"
-sanitizer=none
+if ! command -v node >/dev/null && [ -f .gpu_node/node.xz ]; then
+  mkdir -p /tmp/tetra-node && xz -dc .gpu_node/node.xz >/tmp/tetra-node/node && chmod +x /tmp/tetra-node/node
+  mkdir -p tests/node/node_modules && cp -r --update=none .gpu_node/node_modules/openai tests/node/node_modules/
+fi
+[ -x /tmp/tetra-node/node ] && export PATH=/tmp/tetra-node:$PATH
+
+summary=()
+# step NAME SECONDS COMMAND...: runs COMMAND under a time limit, its output into the log (and on
+# the console when STEP_ECHO=1), and records the result and the time taken.
+step() {
+  local name=$1 limit=$2 start=$SECONDS rc
+  shift 2
+  echo "== $name" | tee -a "$log"
+  if [ "${STEP_ECHO:-0}" = 1 ]; then
+    timeout "$limit" "$@" 2>&1 | tee -a "$log"
+    rc=${PIPESTATUS[0]}
+  else
+    timeout "$limit" "$@" >>"$log" 2>&1
+    rc=$?
+  fi
+  local result=ok
+  [ "$rc" -eq 124 ] && result="timed out after ${limit}s"
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && result="FAILED (exit $rc)"
+  summary+=("$(printf '%-44s %-24s %5ss' "$name" "$result" $((SECONDS - start)))")
+  return "$rc"
+}
+
+build="cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=${TETRA_CUDA_ARCHS:-90a} && ninja -C build-gpu"
+[ "${TETRA_SKIP_BUILD:-0}" = 1 ] || step build 900 bash -c "$build" || { tail -50 "$log"; echo "build failed"; exit 1; }
+
+step "GPU tests" 600 ctest --test-dir build-gpu --output-on-failure -L gpu -V
+grep -E "^[0-9]+: (f32|bf16|tetra logits|device:)|FAILED|Failure|Expected|Which is|Skipped" "$log" | grep -v "^--" | head -60
+if [ "${TETRA_GPU_ONLY:-0}" != 1 ]; then
+  step "CPU tests" 900 ctest --test-dir build-gpu --output-on-failure -j 8 -LE "slow|gpu"
+  step "slow CPU tests" 900 ctest --test-dir build-gpu --output-on-failure -L slow -LE gpu -E "server\."
+fi
+STEP_ECHO=1 step "demo model: cuda vs cpu" 600 env TETRA=build-gpu/src/tetra tools/cuda_demo_parity.sh
+server_tests="serving_model|server\\.curl"
+command -v node >/dev/null && server_tests="serving_model|server\\..*" ||
+  summary+=("$(printf '%-44s %s' "server.openai_sdk" "skipped: no node (tools/pack_gpu_deps.sh packs one)")")
+step "server e2e, serve --device cuda" 600 env TETRA_SERVE_ARGS="--device cuda" \
+  ctest --test-dir build-gpu --output-on-failure -R "^($server_tests)\$"
+STEP_ECHO=1 step "linear benchmark" 300 build-gpu/bench/tetra_cuda_linear_bench
+
 if command -v compute-sanitizer >/dev/null; then
   d=tests/data/golden/dense
-  compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/cuda_ops_test >>"$log" 2>&1
-  ops=$?
-  compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/src/tetra logits --model $d \
-    --tokens-file $d/tokens.json --prefill 9 --out /tmp/sanitized.f32 --device cuda >>"$log" 2>&1
-  logits=$?
-  compute-sanitizer --tool racecheck --error-exitcode 9 build-gpu/tests/cuda_ops_test \
-    --gtest_filter='*Hyper*:*Routing*:*Indexer*:*Cache*:*NormRope*' >>"$log" 2>&1
-  sanitizer="memcheck exit: cuda_ops_test $ops, tetra logits --device cuda $logits; racecheck exit: $?"
+  step "memcheck: cuda_ops_test" 600 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/cuda_ops_test
+  step "memcheck: tetra logits --device cuda" 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    build-gpu/src/tetra logits --model $d --tokens-file $d/tokens.json --prefill 9 --out /tmp/sanitized.f32 --device cuda
+  step "racecheck: cuda_ops_test" 600 compute-sanitizer --tool racecheck --error-exitcode 9 build-gpu/tests/cuda_ops_test \
+    --gtest_filter='*Hyper*:*Routing*:*Indexer*:*Cache*:*NormRope*'
+else
+  summary+=("$(printf '%-44s %s' "compute-sanitizer" "skipped: not installed")")
 fi
+
 echo
 echo "== summary =="
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
-printf '%-60s %s\n' "test" "result"
-grep -E "Test +#[0-9]+: " "$log" | sed -E 's/.*Test +#[0-9]+: ([^ ]+) \.+ *([A-Za-z*]+).*/\1 \2/' |
-  awk '{printf "%-60s %s\n", $1, $2}'
-grep -E "tests passed" "$log" | tail -3
-grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -3
-echo "compute-sanitizer: $sanitizer"
+grep -E "Test +#[0-9]+: .*(Failed|Timeout|Exception)" "$log" | sed 's/^/failed test: /'
+grep -E "tests passed" "$log"
+grep -E "(ERROR|RACECHECK) SUMMARY" "$log"
+printf '%s\n' "${summary[@]}"

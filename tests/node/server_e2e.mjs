@@ -2,7 +2,7 @@
 // completions (whole and streamed), usage, stop strings, logprobs, seeds, reasoning, tools
 // (DSML prompt round trip), batching invariance with 32 concurrent streams, and cancellation
 // when a client disconnects mid-stream.
-// usage: node server_e2e.mjs TETRA MODEL_DIR
+// usage: node server_e2e.mjs TETRA MODEL_DIR (TETRA_SERVE_ARGS adds serve options, e.g. --device cuda)
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -14,7 +14,8 @@ const [tetra, modelDir] = process.argv.slice(2);
 const work = mkdtempSync(join(tmpdir(), 'tetra-e2e-'));
 
 function startServer() {
-  const child = spawn(tetra, ['serve', '--model', modelDir, '--port', '0', '--served-model-name', 'tiny', '--api-key', 'k'],
+  const extra = (process.env.TETRA_SERVE_ARGS ?? '').split(' ').filter((a) => a);
+  const child = spawn(tetra, ['serve', '--model', modelDir, '--port', '0', '--served-model-name', 'tiny', '--api-key', 'k', ...extra],
                       { stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     let out = '';

@@ -1,12 +1,13 @@
 # Sourced by the server tests and scripts: start_server TETRA MODEL [serve options...] starts
 # `tetra serve` on a free port (--port 0) and sets SERVER_PID and BASE once it listens (waiting
 # up to SERVER_START_SECONDS, default 60, for the model to load); stop_server ends it with
-# SIGTERM and checks that it exits cleanly.
+# SIGTERM and checks that it exits cleanly. TETRA_SERVE_ARGS adds options to every server the
+# tests start (the GPU machine runs them with --device cuda).
 start_server() {
   local tetra=$1 model=$2
   shift 2
   SERVER_LOG=$(mktemp)
-  "$tetra" serve --model "$model" --port 0 "$@" >"$SERVER_LOG" 2>&1 &
+  "$tetra" serve --model "$model" --port 0 "$@" ${TETRA_SERVE_ARGS:-} >"$SERVER_LOG" 2>&1 &
   SERVER_PID=$!
   local tries=$((${SERVER_START_SECONDS:-60} * 10))
   for _ in $(seq 1 "$tries"); do
