@@ -37,6 +37,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // Bytes this backend could still allocate now (the host's available memory, or the device's
+  // free memory): what sizes the cache pool once the weights are in.
+  virtual int64_t free_memory_bytes() const = 0;
 
   // ---- memory
   virtual Tensor upload(std::span<const float> values, Shape shape) = 0;

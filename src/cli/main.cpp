@@ -40,7 +40,8 @@ constexpr const char* kUsage =
     "           [--seed N] [--stop S] [--thinking] [--stream]\n"
     "                                          one completion (raw text) or chat turn (assistant JSON)\n"
     "  serve [--model DIR] [--host 127.0.0.1] [--port 8000] [--api-key KEY] [--served-model-name N]\n"
-    "        [--cache-blocks N] [--max-running N] [--max-queued N] [--prefill-chunk N] [--max-body-bytes N]\n"
+    "        [--cache-blocks N | --cache-memory-fraction F] [--max-running N] [--max-queued N] [--prefill-chunk N]\n"
+    "        [--max-body-bytes N]\n"
     "                                          OpenAI-compatible server (continuous batching)\n"
     "  (generate and serve also take --device, --kv-cache-dtype, --indexer-cache-dtype; without\n"
     "   --model they use the demo model at models/demo/nvfp4)\n";

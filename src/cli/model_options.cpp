@@ -1,13 +1,16 @@
 #include "cli/model_options.h"
 
 #include <filesystem>
+#include <iomanip>
+#include <sstream>
 
 #include "core/error.h"
 
 namespace tetra {
 
 std::set<std::string> model_option_names() {
-  return {"model", "device", "kv-cache-dtype", "indexer-cache-dtype", "cache-blocks", "max-running", "max-queued", "prefill-chunk"};
+  return {"model",       "device",      "kv-cache-dtype", "indexer-cache-dtype", "cache-blocks", "cache-memory-fraction",
+          "max-running", "max-queued", "prefill-chunk"};
 }
 
 int64_t positive_integer_option(const Args& args, const std::string& name, int64_t fallback) {
@@ -31,15 +34,45 @@ std::unique_ptr<server::ServingModel> load_serving_model(const Args& args) {
   return std::make_unique<server::ServingModel>(dir, args.get_or("device", "cpu"), caches);
 }
 
+namespace {
+
+double memory_fraction_option(const Args& args, const server::ServingModel& model) {
+  const double fallback = model.backend().name() == "cpu" ? 0.5 : 0.85;
+  const auto v = args.get("cache-memory-fraction");
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    const double f = std::stod(*v, &used);
+    if (used == v->size() && f > 0 && f <= 1) return f;
+  } catch (const std::exception&) {
+  }
+  usage_error("--cache-memory-fraction must be a number in (0, 1], got '", *v, "'");
+}
+
+}  // namespace
+
 std::unique_ptr<Scheduler> make_scheduler(const Args& args, server::ServingModel& model) {
   const CacheGeometry geometry(model.config(), model.caches().kv, model.caches().indexer);
-  const int64_t blocks = args.get("cache-blocks") ? positive_integer_option(args, "cache-blocks", 1)
-                                                  : blocks_from_available_memory(geometry, 0.5);
+  const int64_t blocks =
+      args.get("cache-blocks")
+          ? positive_integer_option(args, "cache-blocks", 1)
+          : blocks_for_memory(geometry, double(model.backend().free_memory_bytes()) * memory_fraction_option(args, model));
   SchedulerOptions options;
   options.max_running = positive_integer_option(args, "max-running", options.max_running);
   options.max_queued = positive_integer_option(args, "max-queued", options.max_queued);
   options.prefill_chunk = positive_integer_option(args, "prefill-chunk", options.prefill_chunk);
   return std::make_unique<Scheduler>(model.model(), model.backend(), geometry, blocks, options);
+}
+
+std::string describe_cache_capacity(const Scheduler& scheduler, const server::ServingModel& model) {
+  const CacheGeometry geometry(model.config(), model.caches().kv, model.caches().indexer);
+  const int64_t blocks = scheduler.stats().blocks_total, context = model.config().max_position_embeddings;
+  std::ostringstream out;
+  out << "cache pool of " << blocks << " blocks of " << geometry.block_tokens() << " tokens ("
+      << std::fixed << std::setprecision(2) << double(blocks) * double(geometry.block_bytes()) / double(1 << 30)
+      << " GiB on " << model.backend().name() << "): " << blocks / geometry.blocks_for(context) << " sequences of "
+      << context << " tokens (the full context) fit";
+  return out.str();
 }
 
 }  // namespace tetra

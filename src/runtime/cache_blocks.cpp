@@ -1,6 +1,5 @@
 #include "runtime/cache_blocks.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -45,10 +44,7 @@ int64_t CacheBlockPool::in_use() const {
   return in_use_;
 }
 
-int64_t blocks_from_available_memory(const CacheGeometry& geometry, double fraction) {
-  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) runtime_error("cannot read the available memory to size the cache pool");
-  const double bytes = double(pages) * double(page) * fraction;
+int64_t blocks_for_memory(const CacheGeometry& geometry, double bytes) {
   return std::max<int64_t>(1, int64_t(bytes / double(geometry.block_bytes())));
 }
 

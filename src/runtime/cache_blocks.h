@@ -42,7 +42,7 @@ class CacheBlockPool {
   int64_t in_use_ = 0;
 };
 
-// Blocks that fit in `fraction` of the memory the system reports available now.
-int64_t blocks_from_available_memory(const CacheGeometry& geometry, double fraction);
+// Blocks that fit in `bytes` (at least one).
+int64_t blocks_for_memory(const CacheGeometry& geometry, double bytes);
 
 }  // namespace tetra

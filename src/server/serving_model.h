@@ -22,6 +22,7 @@ class ServingModel {
   const ModelConfig& config() const { return config_; }
   Model& model() { return *model_; }
   Backend& backend() { return *backend_; }
+  const Backend& backend() const { return *backend_; }
   const text::Tokenizer& tokenizer() const { return tokenizer_; }
   const CacheTypes& caches() const { return caches_; }
   // Tokens that end a turn: the tokenizer's eos token, else config.json's eos_token_id.

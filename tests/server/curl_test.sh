@@ -103,7 +103,17 @@ for m in 'tetra_requests_total{endpoint="/v1/chat/completions",status="400"}' te
 done
 grep -q '^tetra_cache_blocks_in_use 0$' "$work/metrics.txt" || fail "blocks still in use when idle"
 
+grep -Eq "cache pool of [0-9]+ blocks of 16 tokens \([0-9.]+ GiB on [a-z]+\): [0-9]+ sequences of [0-9]+ tokens" "$SERVER_LOG" ||
+  fail "no cache capacity line at start-up: $(head -3 "$SERVER_LOG")"
 stop_server || fail "clean shutdown"
+
+# --- a bad cache memory fraction is a usage error naming the option
+for f in 0 1.5 half; do
+  rc=0
+  "$tetra" serve --model "$model" --port 0 --cache-memory-fraction "$f" >"$work/fraction.txt" 2>&1 || rc=$?
+  [ "$rc" = 2 ] && grep -q -- "--cache-memory-fraction" "$work/fraction.txt" ||
+    fail "--cache-memory-fraction $f: exit $rc, $(cat "$work/fraction.txt")"
+done
 
 # --- a small server: a bounded queue answers 429, a request larger than the cache pool 400,
 # and clients that hang up mid-stream free their sequences and blocks.

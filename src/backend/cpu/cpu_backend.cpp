@@ -6,6 +6,8 @@
 #include <limits>
 #include <numeric>
 
+#include <unistd.h>
+
 #include "backend/cpu/cache_codec.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -44,6 +46,11 @@ void softmax(float* v, int64_t n) {
 class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
+  int64_t free_memory_bytes() const override {
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) runtime_error("cannot read the available memory");
+    return int64_t(pages) * int64_t(page);
+  }
 
   Tensor upload(std::span<const float> values, Shape shape) override {
     expect(int64_t(values.size()) == shape_numel(shape), "upload", "size does not match the shape");

@@ -64,6 +64,11 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return "cuda"; }
+  int64_t free_memory_bytes() const override {
+    size_t free = 0, total = 0;
+    TETRA_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return int64_t(free);
+  }
 
   // ---- memory
   Tensor upload(std::span<const float> values, Shape shape) override {
