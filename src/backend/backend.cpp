@@ -46,6 +46,14 @@ Tensor Backend::concat_rows(const std::vector<Tensor>& parts, Shape row_shape, E
   return out;
 }
 
+std::unique_ptr<DeviceGraph> Backend::capture(const std::function<void()>&) { return nullptr; }
+
+void Backend::copy_into(const Tensor& dst, const Tensor& src) {
+  const int64_t bytes = src.numel() * elem_bytes(src.type());
+  if (bytes != dst.numel() * elem_bytes(dst.type())) runtime_error(name(), " backend copy_into: sizes differ");
+  copy_bytes(dst.data<std::byte>(), src.data<std::byte>(), size_t(bytes));
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& device) {
   if (device == "cpu") return make_cpu_backend();
 #ifdef TETRA_WITH_CUDA

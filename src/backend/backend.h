@@ -2,6 +2,7 @@
 // Backend: every operation the DeepSeek-V4 forward needs, on tensors in the backend's memory.
 // The model (src/model/forward.*) is written once against this interface; cpu/ is the exact
 // reference, a CUDA backend implements the same operations with kernels.
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -14,12 +15,46 @@
 
 namespace tetra {
 
-// Compressor state of one sequence for one compressor (attention or indexer): the tokens of
-// the unfinished window and, with overlap, the first halves of the last finished window.
-struct CompressorState {
-  Tensor pending_kv, pending_gate;  // [tokens < ratio, width] (gate includes ape)
-  Tensor previous_kv, previous_gate;  // [ratio, width/2]; empty before the first window
-  int64_t windows = 0;               // finished windows so far
+// One kind of per-sequence state in a paged cache: rows in fixed-size blocks of `pool`, and per
+// sequence slot a row of `tables` listing its blocks (this kind's from column `offset`).
+struct PagedRows {
+  Tensor pool;    // the cache's blocks, block b at byte b·block_bytes
+  Tensor tables;  // i32 [slots, width]
+  int64_t width = 0, offset = 0;
+  int64_t rows_per_block = 0, row_bytes = 0, block_bytes = 0;
+  int64_t capacity = 0;  // rows a sequence can hold in this kind (the table's blocks)
+};
+
+// Where each row of a step sits in its sequence (i32 [rows] each, on the device). Padding rows
+// (slot -1) read and write no state.
+struct StepRows {
+  Tensor slot;       // the sequence's slot in the cache tables
+  Tensor position;   // the token's position
+  Tensor start;      // first position of the sequence in this step
+  Tensor last;       // last position of the sequence in this step
+  Tensor first_row;  // the row of `start`
+};
+
+// How store_rows places row r (position t) of a step: a ring keeps the last `ring` positions
+// (slot t mod ring); otherwise the row is entry (t+1)/ratio - 1, stored when t completes a window.
+struct RowPlacement {
+  int64_t ring = 0;
+  int64_t ratio = 0;
+};
+
+struct AttentionShape {
+  KvCacheDtype kv = KvCacheDtype::fp8;
+  int64_t head_dim = 0, rope_dim = 0;
+  int64_t window = 0;  // keys t-window+1 .. t
+  int64_t ratio = 0;   // compressed entries: 0 none; with `selected` those, else every finished one
+  double scale = 1;
+};
+
+// A recorded sequence of backend work, replayed as a whole (a CUDA graph).
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  virtual void launch() = 0;
 };
 
 struct MixWeights {  // the outputs of mHC pre
@@ -47,10 +82,16 @@ class Backend {
   virtual std::vector<float> download(const Tensor& t) = 0;
   virtual std::vector<int32_t> download_i32(const Tensor& t) = 0;
   virtual Tensor load_linear(const LinearWeight& w) = 0;  // exact values of any weight format
+  virtual Tensor zeros(Shape shape, ElemType type) = 0;
+  // Overwrites dst's i32 elements [offset, offset + values.size()), in order with the backend's work.
+  virtual void write_i32(const Tensor& dst, int64_t offset, std::span<const int32_t> values) = 0;
+  // Records what `body` runs into a graph to replay; nullptr when this backend only runs eagerly.
+  virtual std::unique_ptr<DeviceGraph> capture(const std::function<void()>& body);
   // The same for every backend, built on upload(), allocate() and copy_bytes().
   Tensor load_param(const ParamWeight& p);  // f32 (i32 for integer tables)
   Tensor slice_rows(const Tensor& t, int64_t begin, int64_t count);
   Tensor concat_rows(const std::vector<Tensor>& parts, Shape row_shape, ElemType type);
+  void copy_into(const Tensor& dst, const Tensor& src);  // same byte size
 
   // ---- dense math (f32)
   virtual Tensor embed(const Tensor& table, const Tensor& ids) = 0;
@@ -79,19 +120,28 @@ class Backend {
   virtual Tensor experts(const Tensor& x, const Routing& r, const std::vector<Tensor>& w1,
                          const std::vector<Tensor>& w2, const std::vector<Tensor>& w3, double limit) = 0;
 
-  // ---- attention
-  // Appends one sequence's tokens (kv, gate: [n, width]) to its compressor state and returns
-  // the softmax-pooled entries of every window they complete ([m, width or width/2], before
-  // the norm). ape [ratio, width] is added to the gate of the token at window slot t mod ratio.
-  virtual Tensor compress(CompressorState& s, const Tensor& kv, const Tensor& gate, const Tensor& ape,
-                          int64_t first_position, int64_t ratio, bool overlap) = 0;
-  // Sparse attention with sinks: row r of q [n, heads·d] attends to rows idx[r] (-1: none) of kv [R, d].
-  virtual Tensor attention(const Tensor& q, const Tensor& kv, const Tensor& idx, const Tensor& sinks, double scale) = 0;
-  // Lightning indexer: per query row r, the top-k of the first visible[r] of the available[r]
-  // keys starting at key_begin[r] (indices relative to key_begin, -1 when fewer exist).
-  virtual Tensor indexer_topk(const Tensor& q, const Tensor& weights, const Tensor& keys, const Tensor& key_begin,
-                              const Tensor& visible, const Tensor& available, int64_t heads, int64_t k,
-                              double weight_scale) = 0;
+  // ---- attention over the paged per-sequence state
+  // Copies rows [n, row_bytes] of a step into `dst` as `at` and `place` say (row_bytes = dst.row_bytes).
+  virtual void store_rows(const PagedRows& dst, const Tensor& rows, const StepRows& at, RowPlacement place) = 0;
+  // The compressor (SPEC): kv and gate [n, width] of a step's tokens, ape [ratio, width] added
+  // to the gate by position mod ratio. Row r gives the softmax-pooled entry of the window its
+  // position completes ([n, width or width/2], zeros where it completes none), reading earlier
+  // positions of the window (and, with overlap, of the previous one) from `pending`; then each
+  // sequence's last positions are kept in `pending` (row t mod pending ring: [kv | gate + ape]).
+  virtual Tensor compress(const PagedRows& pending, const Tensor& kv, const Tensor& gate, const Tensor& ape,
+                          const StepRows& at, int64_t ratio, bool overlap) = 0;
+  // Sparse attention with sinks, the key lists built here: row r (position t) of q [n, heads·d]
+  // attends to positions max(0, t-window+1)..t (this step's rows of step_kv, stored-format
+  // [n, row], for positions from its sequence's start; `window` ring rows before), then to
+  // `compressed` entries: selected[r] (CSA, -1: none) or every e < (t+1)/ratio (HCA). Every key
+  // is read in its stored format.
+  virtual Tensor attention(const Tensor& q, const Tensor& step_kv, const PagedRows& window, const PagedRows* compressed,
+                           const Tensor* selected, const Tensor& sinks, const StepRows& at, const AttentionShape& s) = 0;
+  // Lightning indexer over the stored keys: per row (position t, its sequence's last position
+  // in this step `last`), the top-k of the first (t+1)/ratio of the (last+1)/ratio keys
+  // (entry indices, -1 when fewer exist).
+  virtual Tensor indexer_topk(const Tensor& q, const Tensor& weights, const PagedRows& keys, IndexerCacheDtype t,
+                              const StepRows& at, int64_t heads, int64_t k, int64_t ratio, double weight_scale) = 0;
 
   // ---- caches: encode rows into the storage layout, decode back to f32
   virtual Tensor encode_kv(const Tensor& rows, KvCacheDtype t, int64_t rope_dim) = 0;

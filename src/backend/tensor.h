@@ -32,6 +32,14 @@ class Tensor {
     return t;
   }
 
+  // Rows [begin, begin + count) as a tensor sharing this one's storage.
+  Tensor rows_view(int64_t begin, int64_t count) const {
+    Shape s = shape_;
+    s[0] = count;
+    const int64_t offset = begin * row_numel() * elem_bytes(type_);
+    return Tensor(std::move(s), type_, std::shared_ptr<std::byte[]>(storage_, storage_.get() + offset));
+  }
+
   template <class T>
   T* data() const { return reinterpret_cast<T*>(storage_.get()); }
 

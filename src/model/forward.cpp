@@ -27,11 +27,19 @@ struct Model::MtpExtras {
   Tensor e_proj, h_proj, enorm, hnorm, hc_fn, hc_base, hc_scale, norm;
 };
 
-// Row bookkeeping of one step: which rows belong to which sequence, at which positions.
+// The device inputs of one step: views into one i32 buffer written by a single copy.
 struct Model::Batch {
-  std::vector<int64_t> first_row, count, start;  // per sequence
-  Tensor ids, positions;                          // per row
   int64_t rows = 0;
+  Tensor ids;
+  StepRows at;
+  std::map<int64_t, Tensor> entry_position;  // per compress ratio: the rope position of the entry a row completes
+  Tensor copies;                              // [rows·hc]: the row of each embedding copy
+};
+
+struct Model::DecodeGraph {
+  Tensor inputs, logits, hidden;  // fixed buffers the graph reads and writes
+  std::unique_ptr<DeviceGraph> graph;
+  uint64_t generation = 0;  // of the cache whose addresses it holds
 };
 
 Model::Model(const ModelConfig& config, const ModelWeights& w, Backend& backend, CacheTypes caches)
@@ -49,6 +57,9 @@ Model::Model(const ModelConfig& config, const ModelWeights& w, Backend& backend,
   inv_freq_compressed_ = be_.upload(rope_inv_freq(c, true), {c.rope_dim / 2});
 
   const int64_t n_mtp = w.has_mtp() ? c.n_mtp_layers : 0;
+  cache_ = std::make_shared<PagedCache>(backend, PagedLayout(c, caches.kv, caches.indexer, c.n_layers + n_mtp));
+  for (int64_t r : c.compress_ratios)
+    if (r > 0 && std::find(ratios_.begin(), ratios_.end(), r) == ratios_.end()) ratios_.push_back(r);
   for (int64_t i = 0; i < c.n_layers + n_mtp; ++i) {
     const bool is_mtp = i >= c.n_layers;
     const std::string p = is_mtp ? "mtp." + std::to_string(i - c.n_layers) : "layers." + std::to_string(i);
@@ -114,51 +125,142 @@ Model::Model(const ModelConfig& config, const ModelWeights& w, Backend& backend,
 
 Model::~Model() = default;
 
-SequenceState Model::new_sequence() const {
-  SequenceState s;
-  s.layers.resize(blocks_.size());
-  return s;
+SequenceState Model::new_sequence() const { return SequenceState(cache_); }
+
+const PagedLayout& Model::cache_layout() const { return cache_->layout(); }
+
+void Model::resize(SequenceState& s, int64_t tokens) {
+  if (s.cache() != cache_.get()) runtime_error("resize: the sequence does not belong to this model");
+  const int32_t slot = s.slot();
+  const auto& streams = cache_->layout().streams();
+  for (size_t i = 0; i < streams.size(); ++i)
+    if (streams[i].layer < config_.n_layers) cache_->reserve(slot, int64_t(i), cache_->layout().rows(streams[i], tokens));
+  s.length = tokens;
 }
 
-Model::Batch Model::make_batch(const std::vector<SequenceState*>& sequences,
-                               const std::vector<std::vector<int32_t>>& tokens, bool already_counted) const {
+void Model::prepare(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
+                    bool already_counted, int64_t begin, int64_t end) {
   if (sequences.size() != tokens.size()) runtime_error("a step needs one token list per sequence");
-  Batch b;
-  std::vector<int32_t> ids, positions;
+  const auto& streams = cache_->layout().streams();
   for (size_t s = 0; s < sequences.size(); ++s) {
+    SequenceState& seq = *sequences[s];
+    if (seq.cache() != cache_.get()) runtime_error("sequence ", s, " does not belong to this model (use new_sequence)");
     if (tokens[s].empty()) runtime_error("sequence ", s, " has no tokens in this step");
-    b.first_row.push_back(b.rows);
-    b.count.push_back(int64_t(tokens[s].size()));
-    const int64_t start = sequences[s]->length - (already_counted ? int64_t(tokens[s].size()) : 0);
+    const int64_t start = seq.length - (already_counted ? int64_t(tokens[s].size()) : 0);
     if (start < 0) runtime_error("sequence ", s, " has fewer tokens than the MTP input");
-    b.start.push_back(start);
-    for (size_t j = 0; j < tokens[s].size(); ++j) {
-      const int32_t id = tokens[s][j];
-      if (id < 0 || id >= config_.vocab_size)
-        usage_error("token id ", id, " (sequence ", s, ", position ", start + int64_t(j),
+    for (size_t j = 0; j < tokens[s].size(); ++j)
+      if (tokens[s][j] < 0 || tokens[s][j] >= config_.vocab_size)
+        usage_error("token id ", tokens[s][j], " (sequence ", s, ", position ", start + int64_t(j),
                     ") is outside the vocabulary [0, ", config_.vocab_size, ")");
-      ids.push_back(id);
-      positions.push_back(int32_t(start + int64_t(j)));
-    }
-    b.rows += int64_t(tokens[s].size());
+    const int32_t slot = seq.slot();
+    const int64_t length = start + int64_t(tokens[s].size());
+    for (size_t i = 0; i < streams.size(); ++i)
+      if (streams[i].layer >= begin && streams[i].layer < end)
+        cache_->reserve(slot, int64_t(i), cache_->layout().rows(streams[i], length));
   }
-  b.ids = be_.upload_i32(ids, {b.rows});
-  b.positions = be_.upload_i32(positions, {b.rows});
+}
+
+// Layout: ids, slot, position, start, last, first_row ([rows] each), the entry positions of
+// every compress ratio ([rows] each), the embedding copies ([rows·hc]). Rows past the
+// sequences' are padding (slot -1).
+std::vector<int32_t> Model::step_inputs(const std::vector<SequenceState*>& sequences,
+                                        const std::vector<std::vector<int32_t>>& tokens, bool already_counted,
+                                        int64_t rows) const {
+  const int64_t sections = 6 + int64_t(ratios_.size());
+  std::vector<int32_t> v(size_t(rows * (sections + config_.hc_mult)), 0);
+  auto at = [&](int64_t section, int64_t row) -> int32_t& { return v[size_t(section * rows + row)]; };
+  int64_t row = 0;
+  for (size_t s = 0; s < sequences.size(); ++s) {
+    const int64_t n = int64_t(tokens[s].size());
+    const int64_t start = sequences[s]->length - (already_counted ? n : 0);
+    for (int64_t j = 0; j < n; ++j, ++row) {
+      const int64_t t = start + j;
+      at(0, row) = tokens[s][size_t(j)];
+      at(1, row) = sequences[s]->slot();
+      at(2, row) = int32_t(t);
+      at(3, row) = int32_t(start);
+      at(4, row) = int32_t(start + n - 1);
+      at(5, row) = int32_t(row - j);
+      for (size_t k = 0; k < ratios_.size(); ++k)
+        at(6 + int64_t(k), row) = int32_t(std::max<int64_t>(0, ((t + 1) / ratios_[k] - 1) * ratios_[k]));
+    }
+  }
+  for (; row < rows; ++row) {
+    at(1, row) = -1;
+    at(5, row) = int32_t(row);
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < config_.hc_mult; ++i) v[size_t(sections * rows + r * config_.hc_mult + i)] = int32_t(r);
+  return v;
+}
+
+Model::Batch Model::batch_views(const Tensor& inputs, int64_t rows) const {
+  Batch b;
+  b.rows = rows;
+  auto section = [&](int64_t k) { return inputs.rows_view(k * rows, rows); };
+  b.ids = section(0);
+  b.at = {section(1), section(2), section(3), section(4), section(5)};
+  for (size_t k = 0; k < ratios_.size(); ++k) b.entry_position[ratios_[k]] = section(6 + int64_t(k));
+  b.copies = inputs.rows_view((6 + int64_t(ratios_.size())) * rows, rows * config_.hc_mult);
   return b;
 }
 
 Model::StepOutput Model::step(const std::vector<SequenceState*>& sequences,
                               const std::vector<std::vector<int32_t>>& tokens) {
+  prepare(sequences, tokens, false, 0, config_.n_layers);
+  int64_t rows = 0;
+  for (const auto& t : tokens) rows += int64_t(t.size());
+  const bool decode = rows == int64_t(tokens.size());
+  StepOutput out;
+  if (decode && decode_graphs_ && warm_) {
+    out = decode_with_graph(sequences, tokens);
+  } else {
+    const std::vector<int32_t> inputs = step_inputs(sequences, tokens, false, rows);
+    out = forward(batch_views(be_.upload_i32(inputs, {int64_t(inputs.size())}), rows));
+  }
+  warm_ = true;
+  for (size_t s = 0; s < sequences.size(); ++s) sequences[s]->length += int64_t(tokens[s].size());
+  return out;
+}
+
+// Buckets of 1, 2, 4, 8, ... rows: the graph of a bucket serves every batch up to its size.
+Model::StepOutput Model::decode_with_graph(const std::vector<SequenceState*>& sequences,
+                                           const std::vector<std::vector<int32_t>>& tokens) {
+  const int64_t n = int64_t(sequences.size());
+  int64_t bucket = 1;
+  while (bucket < n) bucket *= 2;
+  const std::vector<int32_t> inputs = step_inputs(sequences, tokens, false, bucket);
+  std::unique_ptr<DecodeGraph>& g = graphs_[bucket];
+  if (!g) {
+    g = std::make_unique<DecodeGraph>();
+    g->inputs = be_.zeros({int64_t(inputs.size())}, ElemType::i32);
+    g->logits = be_.zeros({bucket, config_.vocab_size}, ElemType::f32);
+    g->hidden = be_.zeros({bucket, config_.hc_mult * config_.dim}, ElemType::f32);
+  }
+  if (!g->graph || g->generation != cache_->generation()) {
+    g->graph = be_.capture([&] {
+      const StepOutput o = forward(batch_views(g->inputs, bucket));
+      be_.copy_into(g->logits, o.logits);
+      be_.copy_into(g->hidden, o.hidden);
+    });
+    g->generation = cache_->generation();
+  }
+  if (!g->graph) {  // this backend runs eagerly only
+    decode_graphs_ = false;
+    graphs_.clear();
+    const std::vector<int32_t> unpadded = step_inputs(sequences, tokens, false, n);
+    return forward(batch_views(be_.upload_i32(unpadded, {int64_t(unpadded.size())}), n));
+  }
+  be_.write_i32(g->inputs, 0, inputs);
+  g->graph->launch();
+  return {be_.slice_rows(g->logits, 0, n), be_.slice_rows(g->hidden, 0, n)};
+}
+
+Model::StepOutput Model::forward(const Batch& batch) {
   const ModelConfig& c = config_;
-  const Batch batch = make_batch(sequences, tokens, false);
   // h: hc_mult copies of the embedding per token
-  std::vector<int32_t> copies;
-  for (int64_t r = 0; r < batch.rows; ++r)
-    for (int64_t i = 0; i < c.hc_mult; ++i) copies.push_back(int32_t(r));
-  Tensor h = be_.embed(be_.embed(embed_, batch.ids), be_.upload_i32(copies, {batch.rows * c.hc_mult}))
-                 .view({batch.rows, c.hc_mult * c.dim});
-  for (int64_t i = 0; i < c.n_layers; ++i) h = block_forward(*blocks_[size_t(i)], i, h, batch, sequences);
-  for (size_t s = 0; s < sequences.size(); ++s) sequences[s]->length += batch.count[s];
+  Tensor h = be_.embed(be_.embed(embed_, batch.ids), batch.copies).view({batch.rows, c.hc_mult * c.dim});
+  for (int64_t i = 0; i < c.n_layers; ++i) h = block_forward(*blocks_[size_t(i)], i, h, batch);
   return {head_logits(h, hc_head_fn_, hc_head_base_, hc_head_scale_, norm_), h};
 }
 
@@ -168,126 +270,63 @@ Tensor Model::head_logits(const Tensor& h, const Tensor& fn, const Tensor& base,
   return be_.linear(x, head_);
 }
 
-Tensor Model::block_forward(const Block& b, int64_t layer, Tensor h, const Batch& batch,
-                            const std::vector<SequenceState*>& sequences) {
+Tensor Model::block_forward(const Block& b, int64_t layer, Tensor h, const Batch& batch) {
   MixWeights m = be_.hc_pre(h, b.hc_attn_fn, b.hc_attn_base, b.hc_attn_scale, config_);
-  h = be_.hc_post(h, attention(b, layer, m.x, batch, sequences), m.post, m.comb);
+  h = be_.hc_post(h, attention(b, layer, m.x, batch), m.post, m.comb);
   m = be_.hc_pre(h, b.hc_ffn_fn, b.hc_ffn_base, b.hc_ffn_scale, config_);
   return be_.hc_post(h, moe(b, m.x, batch), m.post, m.comb);
 }
 
-Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const Batch& batch,
-                        const std::vector<SequenceState*>& sequences) {
+Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const Batch& batch) {
   const ModelConfig& c = config_;
-  const int64_t hd = c.head_dim, W = c.window, n_seq = int64_t(sequences.size());
+  const int64_t hd = c.head_dim;
   const Tensor& inv_freq = b.ratio > 0 ? inv_freq_compressed_ : inv_freq_main_;
   const Tensor x = be_.rms_norm(x_in, &b.attn_norm, c.dim, c.norm_eps);
   const Tensor qr = be_.rms_norm(be_.linear(x, b.wq_a), &b.q_norm, c.q_lora_rank, c.norm_eps);
   Tensor q = be_.rms_norm(be_.linear(qr, b.wq_b), nullptr, hd, c.norm_eps);
-  be_.rope(q, batch.positions, inv_freq, hd, false);
+  be_.rope(q, batch.at.position, inv_freq, hd, false);
   Tensor kv = be_.rms_norm(be_.linear(x, b.wkv), &b.kv_norm, hd, c.norm_eps);
-  be_.rope(kv, batch.positions, inv_freq, hd, false);
+  be_.rope(kv, batch.at.position, inv_freq, hd, false);
   // Every use, the producing step's included, sees the values as the cache stores them.
   const Tensor kv_stored = be_.encode_kv(kv, caches_.kv, c.rope_dim);
-  const Tensor kv_seen = be_.decode_kv(kv_stored, caches_.kv, hd, c.rope_dim);
+  auto paged = [&](StreamKind kind) { return cache_->rows(cache_->layout().stream(layer, kind)); };
 
-  // Compressed entries of the windows this step completes.
-  auto run_compressor = [&](const Block::Compressor& w, int64_t width, bool overlap, int64_t s, bool indexer) {
-    const Tensor a = be_.linear(x, w.wkv), z = be_.linear(x, w.wgate);
-    LayerState& st = sequences[size_t(s)]->layers[size_t(layer)];
-    CompressorState& cs = indexer ? st.indexer : st.compressor;
-    const int64_t before = cs.windows;
-    Tensor pooled = be_.compress(cs, be_.slice_rows(a, batch.first_row[size_t(s)], batch.count[size_t(s)]),
-                                 be_.slice_rows(z, batch.first_row[size_t(s)], batch.count[size_t(s)]), w.ape,
-                                 batch.start[size_t(s)], b.ratio, overlap);
-    if (pooled.rows() == 0) return;
-    const int64_t out_w = overlap ? width / 2 : width;
-    Tensor entries = be_.rms_norm(pooled, &w.norm, out_w, c.norm_eps);
-    std::vector<int32_t> pos;
-    for (int64_t k = 0; k < pooled.rows(); ++k) pos.push_back(int32_t((before + k) * b.ratio));
-    be_.rope(entries, be_.upload_i32(pos, {pooled.rows()}), inv_freq_compressed_, out_w, false);
-    if (indexer) {
-      const Tensor enc = be_.encode_indexer(entries, caches_.indexer);
-      st.indexer_keys = be_.concat_rows({st.indexer_keys, enc}, {enc.row_numel()}, enc.type());
-    } else {
-      const Tensor enc = be_.encode_kv(entries, caches_.kv, c.rope_dim);
-      st.compressed = be_.concat_rows({st.compressed, enc}, {enc.row_numel()}, enc.type());
-    }
+  // The entries of the windows this step's tokens complete (zero rows elsewhere), normalized
+  // and rotated to their window's first position.
+  auto entries = [&](const Block::Compressor& w, StreamKind pending, bool overlap) {
+    const Tensor pooled =
+        be_.compress(paged(pending), be_.linear(x, w.wkv), be_.linear(x, w.wgate), w.ape, batch.at, b.ratio, overlap);
+    const int64_t width = pooled.dim(1);
+    Tensor e = be_.rms_norm(pooled, &w.norm, width, c.norm_eps);
+    be_.rope(e, batch.entry_position.at(b.ratio), inv_freq_compressed_, width, false);
+    return e;
   };
-  const bool overlap = b.ratio == 4;
-  for (int64_t s = 0; s < n_seq && b.ratio > 0; ++s) {
-    run_compressor(b.compressor, b.compressor.wkv.dim(0), overlap, s, false);
-    if (overlap) run_compressor(b.index_compressor, b.index_compressor.wkv.dim(0), true, s, true);
+  const RowPlacement completed{0, b.ratio};
+  PagedRows compressed;
+  Tensor selected;
+  if (b.ratio > 0) {
+    compressed = paged(StreamKind::compressed);
+    be_.store_rows(compressed, be_.encode_kv(entries(b.compressor, StreamKind::compressor_pending, b.ratio == 4), caches_.kv, c.rope_dim),
+                   batch.at, completed);
   }
-
-  // Indexer: top-k compressed entries per query (CSA).
-  std::vector<int32_t> selected;
-  int64_t topk = 0;
-  if (b.ratio == 4) {
+  if (b.ratio == 4) {  // CSA: the indexer picks the top-k compressed entries per query
+    const PagedRows keys = paged(StreamKind::indexer_keys);
+    be_.store_rows(keys, be_.encode_indexer(entries(b.index_compressor, StreamKind::indexer_pending, true), caches_.indexer),
+                   batch.at, completed);
     const int64_t ihd = c.index_head_dim, ih = c.index_n_heads;
     Tensor qi = be_.linear(qr, b.index_wq_b);
-    be_.rope(qi, batch.positions, inv_freq_compressed_, ihd, false);
+    be_.rope(qi, batch.at.position, inv_freq_compressed_, ihd, false);
     qi = be_.indexer_query(qi, caches_.indexer, ihd);
-    const Tensor wi = be_.linear(x, b.index_weights);
-    std::vector<Tensor> keys;
-    std::vector<int32_t> key_begin, visible, available;
-    int64_t offset = 0;
-    for (int64_t s = 0; s < n_seq; ++s) {
-      const LayerState& st = sequences[size_t(s)]->layers[size_t(layer)];
-      const int64_t entries = st.indexer_keys.empty() ? 0 : st.indexer_keys.rows();
-      if (entries) keys.push_back(be_.decode_indexer(st.indexer_keys, caches_.indexer, ihd));
-      for (int64_t j = 0; j < batch.count[size_t(s)]; ++j) {
-        key_begin.push_back(int32_t(offset));
-        visible.push_back(int32_t(std::min(entries, (batch.start[size_t(s)] + j + 1) / b.ratio)));
-        available.push_back(int32_t(entries));
-      }
-      offset += entries;
-    }
-    topk = c.index_topk;
-    const Tensor idx = be_.indexer_topk(qi, wi, be_.concat_rows(keys, {ihd}, ElemType::f32),
-                                        be_.upload_i32(key_begin, {batch.rows}), be_.upload_i32(visible, {batch.rows}),
-                                        be_.upload_i32(available, {batch.rows}), ih, topk, 1.0 / std::sqrt(double(ihd)) / std::sqrt(double(ih)));
-    selected = be_.download_i32(idx);
+    selected = be_.indexer_topk(qi, be_.linear(x, b.index_weights), keys, caches_.indexer, batch.at, ih, c.index_topk,
+                                b.ratio, 1.0 / std::sqrt(double(ihd)) / std::sqrt(double(ih)));
   }
 
-  // Key rows per sequence: [recent window | this step's tokens | compressed entries].
-  std::vector<Tensor> parts;
-  std::vector<std::vector<int32_t>> lists(size_t(batch.rows));
-  int64_t base = 0, width = 0;
-  for (int64_t s = 0; s < n_seq; ++s) {
-    LayerState& st = sequences[size_t(s)]->layers[size_t(layer)];
-    const int64_t old = st.recent_kv.empty() ? 0 : st.recent_kv.rows();
-    const int64_t n = batch.count[size_t(s)], start = batch.start[size_t(s)];
-    const int64_t entries = st.compressed.empty() ? 0 : st.compressed.rows();
-    if (old) parts.push_back(be_.decode_kv(st.recent_kv, caches_.kv, hd, c.rope_dim));
-    parts.push_back(be_.slice_rows(kv_seen, batch.first_row[size_t(s)], n));
-    if (entries) parts.push_back(be_.decode_kv(st.compressed, caches_.kv, hd, c.rope_dim));
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t t = start + j, row = batch.first_row[size_t(s)] + j;
-      auto& list = lists[size_t(row)];
-      for (int64_t p = std::max<int64_t>(0, t - W + 1); p <= t; ++p)
-        list.push_back(int32_t(base + (p < start ? p - (start - old) : old + p - start)));
-      const int64_t comp_base = base + old + n;
-      if (b.ratio == 4) {
-        for (int64_t k = 0; k < topk; ++k)
-          if (const int32_t e = selected[size_t(row * topk + k)]; e >= 0) list.push_back(int32_t(comp_base + e));
-      } else if (b.ratio > 0) {
-        for (int64_t e = 0; e < std::min(entries, (t + 1) / b.ratio); ++e) list.push_back(int32_t(comp_base + e));
-      }
-      width = std::max(width, int64_t(list.size()));
-    }
-    base += old + n + entries;
-    // the window ring keeps the last window-1 encoded rows
-    const Tensor all = be_.concat_rows({st.recent_kv, be_.slice_rows(kv_stored, batch.first_row[size_t(s)], n)},
-                                       {kv_stored.row_numel()}, kv_stored.type());
-    const int64_t keep = std::min(all.rows(), W - 1);
-    st.recent_kv = be_.slice_rows(all, all.rows() - keep, keep);
-  }
-  std::vector<int32_t> idx(size_t(batch.rows * width), -1);
-  for (int64_t r = 0; r < batch.rows; ++r) std::copy(lists[size_t(r)].begin(), lists[size_t(r)].end(), idx.begin() + r * width);
-  Tensor o = be_.attention(q, be_.concat_rows(parts, {hd}, ElemType::f32), be_.upload_i32(idx, {batch.rows, width}),
-                           b.sinks, 1.0 / std::sqrt(double(hd)));
-  be_.rope(o, batch.positions, inv_freq, hd, true);
+  const PagedRows window = paged(StreamKind::window);
+  const AttentionShape shape{caches_.kv, hd, c.rope_dim, c.window, b.ratio, 1.0 / std::sqrt(double(hd))};
+  Tensor o = be_.attention(q, kv_stored, window, b.ratio > 0 ? &compressed : nullptr, selected.empty() ? nullptr : &selected,
+                           b.sinks, batch.at, shape);
+  be_.store_rows(window, kv_stored, batch.at, {c.window, 0});  // after attention: it read the ring's older rows
+  be_.rope(o, batch.at.position, inv_freq, hd, true);
   return be_.linear(be_.grouped_linear(o, b.wo_a, c.o_groups), b.wo_b);
 }
 
@@ -309,16 +348,17 @@ Tensor Model::mtp_logits(int64_t k, const std::vector<SequenceState*>& sequences
   if (k < 0 || k >= int64_t(mtp_.size())) runtime_error("this checkpoint has no MTP block ", k);
   const int64_t layer = c.n_layers + k;
   // The MTP block runs at the positions of the step that produced `hidden`.
-  const Batch batch = make_batch(sequences, next, true);
+  prepare(sequences, next, true, layer, layer + 1);
+  int64_t rows = 0;
+  for (const auto& t : next) rows += int64_t(t.size());
+  if (rows != hidden.rows()) runtime_error("the MTP input has ", rows, " tokens for ", hidden.rows(), " hidden rows");
+  const std::vector<int32_t> inputs = step_inputs(sequences, next, true, rows);
+  const Batch batch = batch_views(be_.upload_i32(inputs, {int64_t(inputs.size())}), rows);
   const MtpExtras& m = *mtp_[size_t(k)];
   const Tensor e = be_.linear(be_.rms_norm(be_.embed(embed_, batch.ids), &m.enorm, c.dim, c.norm_eps), m.e_proj);
-  std::vector<int32_t> copies;
-  for (int64_t r = 0; r < batch.rows; ++r)
-    for (int64_t i = 0; i < c.hc_mult; ++i) copies.push_back(int32_t(r));
   const Tensor hn = be_.rms_norm(hidden.view({batch.rows * c.hc_mult, c.dim}), &m.hnorm, c.dim, c.norm_eps);
-  Tensor h = be_.add(be_.embed(e, be_.upload_i32(copies, {batch.rows * c.hc_mult})), be_.linear(hn, m.h_proj))
-                 .view({batch.rows, c.hc_mult * c.dim});
-  h = block_forward(*blocks_[size_t(layer)], layer, h, batch, sequences);
+  Tensor h = be_.add(be_.embed(e, batch.copies), be_.linear(hn, m.h_proj)).view({batch.rows, c.hc_mult * c.dim});
+  h = block_forward(*blocks_[size_t(layer)], layer, h, batch);
   return head_logits(h, m.hc_fn, m.hc_base, m.hc_scale, m.norm);
 }
 

@@ -1,13 +1,17 @@
 #pragma once
 // The DeepSeek-V4 forward (SPEC.md), written once against the Backend interface: one batched
 // step takes any number of new tokens per sequence (prefill chunks and single decode tokens
-// alike) and continues each sequence from its SequenceState.
+// alike) and continues each sequence from its SequenceState, whose attention state lives in the
+// model's paged cache. Decode steps (one token per sequence) run as graphs recorded once per
+// batch-size bucket where the backend records graphs.
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "backend/backend.h"
 #include "model/config.h"
 #include "model/kv_layout.h"
+#include "model/paged_layout.h"
 #include "model/weights.h"
 #include "runtime/sequence_state.h"
 
@@ -25,6 +29,15 @@ class Model {
   ~Model();
 
   SequenceState new_sequence() const;
+  // Sizes `s` for `tokens` tokens without running them (long-context benchmarks): it takes the
+  // blocks of every main layer's state for that length and sets the length. The cached rows
+  // are whatever those blocks hold (zeros in fresh blocks), so a step reads and writes exactly
+  // what it would at that length.
+  void resize(SequenceState& s, int64_t tokens);
+  const PagedLayout& cache_layout() const;
+
+  // Decode steps as recorded graphs (on by default; eager when off or on a backend without them).
+  void set_decode_graphs(bool on) { decode_graphs_ = on; }
 
   struct StepOutput {
     Tensor logits;  // [total new tokens, vocab], sequences in order
@@ -44,19 +57,31 @@ class Model {
  private:
   struct Block;
   struct Batch;
-  Tensor block_forward(const Block& b, int64_t layer, Tensor h, const Batch& batch,
-                       const std::vector<SequenceState*>& sequences);
-  Tensor attention(const Block& b, int64_t layer, const Tensor& x, const Batch& batch,
-                   const std::vector<SequenceState*>& sequences);
+  struct DecodeGraph;
+  StepOutput forward(const Batch& batch);
+  StepOutput decode_with_graph(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens);
+  Tensor block_forward(const Block& b, int64_t layer, Tensor h, const Batch& batch);
+  Tensor attention(const Block& b, int64_t layer, const Tensor& x, const Batch& batch);
   Tensor moe(const Block& b, const Tensor& x, const Batch& batch);
   Tensor head_logits(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm);
-  // Rows and positions of a step; already_counted: the tokens are already in the lengths (MTP).
-  Batch make_batch(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
-                   bool already_counted) const;
+  // Checks a step's tokens and gives every sequence room for them in layers [begin, end).
+  void prepare(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
+               bool already_counted, int64_t begin, int64_t end);
+  // The i32 inputs of a step in one buffer (layout: batch_views), padded to `rows` rows;
+  // already_counted: the tokens are already in the lengths (MTP).
+  std::vector<int32_t> step_inputs(const std::vector<SequenceState*>& sequences,
+                                   const std::vector<std::vector<int32_t>>& tokens, bool already_counted,
+                                   int64_t rows) const;
+  Batch batch_views(const Tensor& inputs, int64_t rows) const;
 
   ModelConfig config_;
   Backend& be_;
   CacheTypes caches_;
+  std::shared_ptr<PagedCache> cache_;
+  std::vector<int64_t> ratios_;  // the distinct compress ratios of the main layers
+  bool decode_graphs_ = true;
+  bool warm_ = false;  // a first eager step has done the backend's one-time setup
+  std::map<int64_t, std::unique_ptr<DecodeGraph>> graphs_;  // by bucket
   Tensor embed_, head_, norm_, hc_head_fn_, hc_head_base_, hc_head_scale_;
   Tensor inv_freq_main_, inv_freq_compressed_;
   std::vector<std::unique_ptr<Block>> blocks_;  // main layers, then MTP blocks

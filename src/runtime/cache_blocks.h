@@ -7,23 +7,23 @@
 
 #include "model/config.h"
 #include "model/kv_layout.h"
+#include "model/paged_layout.h"
 
 namespace tetra {
 
-// How many bytes a block holds and how many blocks a sequence of n tokens needs
-// (the sliding-window rings are fixed per sequence, compressed entries grow with n).
+// How many bytes a block holds and how many blocks a sequence of n tokens needs: the blocks
+// the model's paged cache takes for it (PagedLayout over the main layers; the window rings and
+// the compressors' pending windows are fixed per sequence, compressed entries grow with n).
 class CacheGeometry {
  public:
-  CacheGeometry(const ModelConfig& config, KvCacheDtype kv, IndexerCacheDtype indexer, int64_t block_tokens = 16);
+  CacheGeometry(const ModelConfig& config, KvCacheDtype kv, IndexerCacheDtype indexer);
 
-  int64_t blocks_for(int64_t tokens) const;
-  int64_t block_bytes() const { return block_bytes_; }
-  int64_t block_tokens() const { return block_tokens_; }
+  int64_t blocks_for(int64_t tokens) const { return layout_.blocks_for(tokens, layers_); }
+  int64_t block_bytes() const { return layout_.block_bytes(); }
 
  private:
-  int64_t block_tokens_;
-  int64_t block_bytes_;
-  int64_t fixed_blocks_;  // the window rings of all layers
+  PagedLayout layout_;
+  int64_t layers_;
 };
 
 // A counted pool of blocks, safe to use from several threads.

@@ -1,24 +1,48 @@
 #pragma once
-// Everything one sequence carries between forward steps, per layer: the encoded KV of its
-// last window-1 tokens, the compressed KV entries, the indexer keys, and the compressors'
-// unfinished windows. Tensors live in the backend's memory, in the cache storage layouts.
+// One sequence's place in the paged cache (runtime/paged_cache.h): its slot, taken on first use
+// and given back (with every block) when the state is destroyed, and its length.
 #include <cstdint>
-#include <vector>
+#include <memory>
+#include <utility>
 
-#include "backend/backend.h"
+#include "runtime/paged_cache.h"
 
 namespace tetra {
 
-struct LayerState {
-  Tensor recent_kv;     // encoded KV of positions length-(window-1) .. length-1 (fewer at the start)
-  Tensor compressed;    // encoded compressed KV entries, one per finished window
-  Tensor indexer_keys;  // encoded indexer keys (CSA layers), one per finished window
-  CompressorState compressor, indexer;
-};
+class SequenceState {
+ public:
+  SequenceState() = default;
+  explicit SequenceState(std::shared_ptr<PagedCache> cache) : cache_(std::move(cache)) {}
+  ~SequenceState() { release(); }
+  SequenceState(SequenceState&& o) noexcept
+      : length(std::exchange(o.length, 0)), cache_(std::move(o.cache_)), slot_(std::exchange(o.slot_, -1)) {}
+  SequenceState& operator=(SequenceState&& o) noexcept {
+    if (this != &o) {
+      release();
+      length = std::exchange(o.length, 0);
+      cache_ = std::move(o.cache_);
+      slot_ = std::exchange(o.slot_, -1);
+    }
+    return *this;
+  }
+  SequenceState(const SequenceState&) = delete;
+  SequenceState& operator=(const SequenceState&) = delete;
 
-struct SequenceState {
   int64_t length = 0;  // tokens processed so far
-  std::vector<LayerState> layers;  // main layers, then the MTP blocks
+
+  PagedCache* cache() const { return cache_.get(); }
+  int32_t slot() {
+    if (slot_ < 0 && cache_) slot_ = cache_->acquire_slot();
+    return slot_;
+  }
+
+ private:
+  void release() {
+    if (slot_ >= 0) cache_->release_slot(slot_);
+    slot_ = -1;
+  }
+  std::shared_ptr<PagedCache> cache_;
+  int32_t slot_ = -1;
 };
 
 }  // namespace tetra

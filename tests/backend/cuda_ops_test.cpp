@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "io/safetensors.h"
+#include "runtime/paged_cache.h"
 #include "support/cuda_parity.h"
 #include "support/tiny_checkpoint.h"
 
@@ -232,70 +233,133 @@ TEST_F(CudaOps, RoutedExpertsEveryFormat) {
   }
 }
 
-// ---- compressor: ragged chunks through the state, with and without overlap
-TEST_F(CudaOps, CompressorAcrossRaggedChunks) {
-  for (auto [ratio, overlap] : std::vector<std::pair<int64_t, bool>>{{4, true}, {4, false}, {8, false}, {3, true}}) {
-    const int64_t width = overlap ? 2 * 24 : 24;
-    const auto ape = random_values(size_t(ratio * width), rng);
-    CompressorState cs_cpu, cs_gpu;
-    int64_t position = 0;
-    for (int64_t n : {1, 3, 9, 1, 1, 2, 13, 4}) {
-      const auto kv = random_values(size_t(n * width), rng), gate = random_values(size_t(n * width), rng);
-      auto op = [&](Backend& b, CompressorState& s) {
-        return b.download(b.compress(s, b.upload(kv, {n, width}), b.upload(gate, {n, width}), b.upload(ape, {ratio, width}),
-                                     position, ratio, overlap));
+// ---- the ops over the paged state: ragged steps of two sequences and a padding row, every
+// cache format; both backends run the same steps on their own paged caches.
+struct PagedSide {
+  Backend& be;
+  PagedCache cache;
+  int32_t slots[2];
+  PagedSide(Backend& b, const ModelConfig& c, KvCacheDtype kv, IndexerCacheDtype idx, int64_t tokens)
+      : be(b), cache(b, PagedLayout(c, kv, idx, c.n_layers)) {
+    for (int32_t& s : slots) {
+      s = cache.acquire_slot();
+      for (size_t i = 0; i < cache.layout().streams().size(); ++i)
+        cache.reserve(s, int64_t(i), cache.layout().rows(cache.layout().streams()[i], tokens));
+    }
+  }
+  PagedRows rows(int64_t layer, StreamKind k) { return cache.rows(cache.layout().stream(layer, k)); }
+  StepRows step(const std::vector<int32_t>& v, int64_t n) {
+    const Tensor t = be.upload_i32(v, {5 * n});
+    return {t.rows_view(0, n), t.rows_view(n, n), t.rows_view(2 * n, n), t.rows_view(3 * n, n), t.rows_view(4 * n, n)};
+  }
+};
+
+std::vector<uint8_t> host_bytes(Backend& b, const Tensor& t) {
+  if (b.name() == "cuda") return device_bytes(t);
+  return std::vector<uint8_t>(t.data<uint8_t>(), t.data<uint8_t>() + t.numel() * elem_bytes(t.type()));
+}
+
+TEST_F(CudaOps, PagedStateOps) {
+  ModelConfig c = testing::tiny_config();  // layer 1: CSA (ratio 4), layer 2: HCA (ratio 8)
+  const int64_t total = 40, d = c.head_dim, heads = 3, k = 3;
+  const std::vector<std::vector<int64_t>> chunks{{5, 1, 9, 1, 1, 3, 12, 1, 1}, {2, 7, 1, 1, 6, 1, 1, 13, 1}};
+  for (KvCacheDtype kvt : {KvCacheDtype::f32, KvCacheDtype::bf16, KvCacheDtype::fp8}) {
+    const IndexerCacheDtype it = kvt == KvCacheDtype::fp8 ? IndexerCacheDtype::fp4
+                                 : kvt == KvCacheDtype::bf16 ? IndexerCacheDtype::bf16 : IndexerCacheDtype::f32;
+    PagedSide cpu(*be->cpu, c, kvt, it, total), gpu(*be->gpu_f32, c, kvt, it, total);
+    int64_t length[2] = {0, 0};
+    for (size_t step = 0; step < chunks[0].size(); ++step) {
+      // rows: sequence 0's tokens, one padding row, sequence 1's tokens
+      std::vector<int32_t> slot, pos, start, last, first;
+      auto add_sequence = [&](int which, int64_t n) {
+        const int32_t row0 = int32_t(slot.size());
+        for (int64_t j = 0; j < n; ++j) {
+          slot.push_back(cpu.slots[which]);
+          pos.push_back(int32_t(length[which] + j));
+          start.push_back(int32_t(length[which]));
+          last.push_back(int32_t(length[which] + n - 1));
+          first.push_back(row0);
+        }
+        length[which] += n;
       };
-      const auto want = op(*be->cpu, cs_cpu), got = op(*be->gpu, cs_gpu);
-      ASSERT_EQ(got.size(), want.size()) << "ratio " << ratio << " at " << position;
-      EXPECT_LT(relative_difference(got, want), kF32Tolerance) << "ratio " << ratio << " overlap " << overlap << " at " << position;
-      EXPECT_EQ(cs_gpu.windows, cs_cpu.windows);
-      position += n;
-    }
-    EXPECT_EQ(be->gpu->download(cs_gpu.pending_kv), be->cpu->download(cs_cpu.pending_kv));
-    if (overlap) {
-      EXPECT_EQ(be->gpu->download(cs_gpu.previous_gate), be->cpu->download(cs_cpu.previous_gate));
-    }
-  }
-}
+      add_sequence(0, chunks[0][step]);
+      slot.push_back(-1), pos.push_back(0), start.push_back(0), last.push_back(0), first.push_back(int32_t(first.size()));
+      add_sequence(1, chunks[1][step]);
+      ASSERT_EQ(gpu.slots[0], cpu.slots[0]);
+      const int64_t n = int64_t(slot.size());
+      std::vector<int32_t> at = slot;
+      for (const auto* v : {&pos, &start, &last, &first}) at.insert(at.end(), v->begin(), v->end());
+      const std::string where = "kv " + std::to_string(int(kvt)) + " step " + std::to_string(step);
 
-// ---- attention with sinks over ragged index lists
-TEST_F(CudaOps, SparseAttention) {
-  for (auto [n, heads, d, K, R] : std::vector<std::array<int64_t, 5>>{{1, 1, 64, 1, 3}, {5, 4, 64, 13, 40}, {3, 2, 512, 200, 300}}) {
-    const auto q = random_values(size_t(n * heads * d), rng, 0.3f), kv = random_values(size_t(R * d), rng);
-    const auto sinks = random_values(size_t(heads), rng);
-    std::vector<int32_t> idx(static_cast<size_t>(n * K));
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t j = 0; j < K; ++j) idx[size_t(r * K + j)] = (j + r) % 4 == 3 ? -1 : int32_t(rng() % R);
-    auto op = [&](Backend& b) {
-      return b.download(b.attention(b.upload(q, {n, heads * d}), b.upload(kv, {R, d}), b.upload_i32(idx, {n, K}),
-                                    b.upload(sinks, {heads}), 1.0 / std::sqrt(double(d))));
-    };
-    EXPECT_LT(relative_difference(op(*be->gpu), op(*be->cpu)), kF32Tolerance) << "n " << n << " K " << K;
-  }
-}
+      for (int64_t layer : {1, 2}) {
+        const int64_t ratio = c.compress_ratios[size_t(layer)];
+        const bool csa = ratio == 4;
+        const int64_t width = compressor_width(c, ratio, false);
+        const auto kv = random_values(size_t(n * d), rng), entries = random_values(size_t(n * d), rng);
+        const auto ck = random_values(size_t(n * width), rng), cg = random_values(size_t(n * width), rng);
+        const auto ape = random_values(size_t(ratio * width), rng);
+        auto q = random_values(size_t(n * heads * d), rng, 0.3f);
+        const auto sinks = random_values(size_t(heads), rng);
+        std::vector<int32_t> sel(size_t(n * k), -1);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j < k; ++j)
+            if (const int64_t e = (pos[size_t(r)] + 1) / ratio; e > 0 && (j + r) % 3 != 2) sel[size_t(r * k + j)] = int32_t(rng() % e);
+        auto run = [&](PagedSide& side) {
+          Backend& b = side.be;
+          const StepRows rows = side.step(at, n);
+          std::vector<std::vector<float>> out;
+          out.push_back(b.download(b.compress(side.rows(layer, StreamKind::compressor_pending), b.upload(ck, {n, width}),
+                                              b.upload(cg, {n, width}), b.upload(ape, {ratio, width}), rows, ratio, csa)));
+          b.store_rows(side.rows(layer, StreamKind::compressed), b.encode_kv(b.upload(entries, {n, d}), kvt, c.rope_dim), rows,
+                       {0, ratio});
+          const Tensor step_kv = b.encode_kv(b.upload(kv, {n, d}), kvt, c.rope_dim);
+          const Tensor selected = b.upload_i32(sel, {n, k});
+          const PagedRows window = side.rows(layer, StreamKind::window), compressed = side.rows(layer, StreamKind::compressed);
+          const AttentionShape shape{kvt, d, c.rope_dim, c.window, ratio, 1.0 / std::sqrt(double(d))};
+          out.push_back(b.download(b.attention(b.upload(q, {n, heads * d}), step_kv, window, &compressed, csa ? &selected : nullptr,
+                                               b.upload(sinks, {heads}), rows, shape)));
+          b.store_rows(window, step_kv, rows, {c.window, 0});
+          return out;
+        };
+        const auto want = run(cpu), got = run(gpu);
+        EXPECT_LT(relative_difference(got[0], want[0]), kF32Tolerance) << "compress layer " << layer << " " << where;
+        EXPECT_LT(relative_difference(got[1], want[1]), kF32Tolerance) << "attention layer " << layer << " " << where;
+        for (size_t i = 0; i < want[0].size(); ++i)  // rows completing no window are exactly zero
+          if (want[0][i] == 0) {
+            EXPECT_EQ(got[0][i], 0.0f) << where;
+          }
+      }
 
-// ---- indexer: identical top-k when scores have no ties, fewer visible keys than k
-TEST_F(CudaOps, IndexerTopK) {
-  const int64_t heads = 4, d = 32, keys_total = 70;
-  const std::vector<int32_t> begin{0, 0, 10, 40, 40}, visible{0, 2, 30, 30, 7}, available{0, 5, 30, 30, 30};
-  const int64_t n = int64_t(begin.size());
-  auto q = random_values(size_t(n * heads * d), rng), w = random_values(size_t(n * heads), rng);
-  auto keys = random_values(size_t(keys_total * d), rng);
-  // No ties: every key leans along u and head 0 of every query is u, so head 0's ReLU never
-  // clips and (with positive head weights) the scores differ. Random signs elsewhere would
-  // zero whole rows of ReLUs, and the reference orders equal scores arbitrarily.
-  for (int64_t c = 0; c < keys_total; ++c)
-    for (int64_t i = 0; i < d; ++i) keys[size_t(c * d + i)] += 6.0f / std::sqrt(float(d));
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t i = 0; i < d; ++i) q[size_t(r * heads * d + i)] = 1.0f / std::sqrt(float(d));
-  for (float& x : w) x = std::fabs(x) + 0.1f;
-  for (int64_t k : {1, 3, 16, 40}) {
-    auto op = [&](Backend& b) {
-      return b.download_i32(b.indexer_topk(b.upload(q, {n, heads * d}), b.upload(w, {n, heads}), b.upload(keys, {keys_total, d}),
-                                           b.upload_i32(begin, {n}), b.upload_i32(visible, {n}), b.upload_i32(available, {n}),
-                                           heads, k, 0.125));
-    };
-    EXPECT_EQ(op(*be->gpu), op(*be->cpu)) << "k " << k;
+      // indexer keys (CSA layer 1) and the top-k over them: no ties (every key leans along u,
+      // head 0 of every query is u, head weights positive)
+      const int64_t ih = 4, id = c.index_head_dim;
+      auto keys = random_values(size_t(n * id), rng), iq = random_values(size_t(n * ih * id), rng);
+      auto w = random_values(size_t(n * ih), rng);
+      for (float& x : keys) x += 6.0f / std::sqrt(float(id));
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t i = 0; i < id; ++i) iq[size_t(r * ih * id + i)] = 1.0f / std::sqrt(float(id));
+      for (float& x : w) x = std::fabs(x) + 0.1f;
+      for (int64_t topk : {1, 3, 16}) {
+        auto run = [&](PagedSide& side) {
+          Backend& b = side.be;
+          const StepRows rows = side.step(at, n);
+          const PagedRows kr = side.rows(1, StreamKind::indexer_keys);
+          if (topk == 1) b.store_rows(kr, b.encode_indexer(b.upload(keys, {n, id}), it), rows, {0, 4});
+          return b.download_i32(b.indexer_topk(b.indexer_query(b.upload(iq, {n, ih * id}), it, id), b.upload(w, {n, ih}), kr, it,
+                                               rows, ih, topk, 4, 0.125));
+        };
+        std::vector<int32_t> got = run(gpu), want = run(cpu);
+        if (it == IndexerCacheDtype::fp4)  // fp4 keys tie exactly: the same picks, in either order among equals
+          for (int64_t r = 0; r < n; ++r) {
+            std::sort(got.begin() + r * topk, got.begin() + (r + 1) * topk);
+            std::sort(want.begin() + r * topk, want.begin() + (r + 1) * topk);
+          }
+        EXPECT_EQ(got, want) << "indexer top-" << topk << " " << where;
+      }
+    }
+    // the stored state itself, byte for byte
+    const PagedRows pc = cpu.rows(1, StreamKind::window), pg = gpu.rows(1, StreamKind::window);
+    EXPECT_EQ(host_bytes(*be->gpu_f32, pg.pool), host_bytes(*be->cpu, pc.pool)) << "pool kv " << int(kvt);
   }
 }
 

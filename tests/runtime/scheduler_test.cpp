@@ -118,7 +118,7 @@ TEST_F(SchedulerTest, AdmissionQueuesThenRefuses) {
   const CacheGeometry g(model_->config(), KvCacheDtype::fp8, IndexerCacheDtype::fp4);
   const int64_t one = g.blocks_for(20 + 2000);
   auto s = make(one, o);  // room for exactly one such sequence
-  EXPECT_EQ(s->submit(request(1, 20, one * 16 * 4), std::make_shared<Collector>()).admission, Scheduler::Admission::too_large);
+  EXPECT_EQ(s->submit(request(1, 20, one * 4096), std::make_shared<Collector>()).admission, Scheduler::Admission::too_large);
   auto first = std::make_shared<Collector>(), second = std::make_shared<Collector>();
   const auto a = s->submit(request(1, 20, 2000), first);
   while (first->count() < 1) std::this_thread::sleep_for(1ms);

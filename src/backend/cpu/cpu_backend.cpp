@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/cache_codec.h"
+#include "backend/cpu/paged_ops.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
@@ -71,6 +72,12 @@ class CpuBackend final : public Backend {
     return std::vector<int32_t>(t.data<int32_t>(), t.data<int32_t>() + t.numel());
   }
   Tensor load_linear(const LinearWeight& w) override { return upload(dequantize(w), {w.out, w.in}); }
+  Tensor zeros(Shape shape, ElemType type) override { return make(std::move(shape), type); }
+  void write_i32(const Tensor& dst, int64_t offset, std::span<const int32_t> values) override {
+    expect(dst.type() == ElemType::i32 && offset >= 0 && offset + int64_t(values.size()) <= dst.numel(), "write_i32",
+           "values outside the tensor");
+    std::copy(values.begin(), values.end(), dst.data<int32_t>() + offset);
+  }
 
   Tensor embed(const Tensor& table, const Tensor& ids) override {
     const int64_t n = ids.numel(), d = table.dim(1);
@@ -303,123 +310,28 @@ class CpuBackend final : public Backend {
     return out;
   }
 
-  Tensor compress(CompressorState& s, const Tensor& kv, const Tensor& gate, const Tensor& ape, int64_t first_position,
+  void store_rows(const PagedRows& dst, const Tensor& rows, const StepRows& at, RowPlacement place) override {
+    expect(rows.row_numel() * elem_bytes(rows.type()) == dst.row_bytes, "store_rows", "row size differs from the cache's");
+    cpu::store_rows(dst, rows, at, place);
+  }
+  Tensor compress(const PagedRows& pending, const Tensor& kv, const Tensor& gate, const Tensor& ape, const StepRows& at,
                   int64_t ratio, bool overlap) override {
-    const int64_t width = kv.dim(1), out_w = overlap ? width / 2 : width;
-    // Position in the window decides the ape row.
-    Tensor biased = make(gate.shape(), ElemType::f32);
-    for (int64_t t = 0; t < gate.rows(); ++t)
-      for (int64_t i = 0; i < width; ++i)
-        biased.data<float>()[t * width + i] =
-            gate.data<float>()[t * width + i] + ape.data<float>()[((first_position + t) % ratio) * width + i];
-    const Tensor all_kv = concat_rows({s.pending_kv, kv}, {width}, ElemType::f32);
-    const Tensor all_gate = concat_rows({s.pending_gate, biased}, {width}, ElemType::f32);
-    const int64_t windows = all_kv.rows() / ratio;
-    Tensor out = make({windows, out_w}, ElemType::f32);
-    for (int64_t w = 0; w < windows; ++w) {
-      const float* cur_kv = all_kv.data<float>() + w * ratio * width;
-      const float* cur_gate = all_gate.data<float>() + w * ratio * width;
-      for (int64_t ch = 0; ch < out_w; ++ch) {
-        // candidates: (previous window's first halves,) this window's (second halves)
-        std::vector<float> z, a;
-        if (overlap && !s.previous_kv.empty())
-          for (int64_t j = 0; j < ratio; ++j) {
-            z.push_back(s.previous_gate.data<float>()[j * out_w + ch]);
-            a.push_back(s.previous_kv.data<float>()[j * out_w + ch]);
-          }
-        const int64_t off = overlap ? out_w : 0;
-        for (int64_t j = 0; j < ratio; ++j) {
-          z.push_back(cur_gate[j * width + off + ch]);
-          a.push_back(cur_kv[j * width + off + ch]);
-        }
-        softmax(z.data(), int64_t(z.size()));
-        float sum = 0;
-        for (size_t j = 0; j < z.size(); ++j) sum += a[j] * z[j];
-        out.data<float>()[w * out_w + ch] = sum;
-      }
-      if (overlap) {
-        s.previous_kv = make({ratio, out_w}, ElemType::f32);
-        s.previous_gate = make({ratio, out_w}, ElemType::f32);
-        for (int64_t j = 0; j < ratio; ++j)
-          for (int64_t ch = 0; ch < out_w; ++ch) {
-            s.previous_kv.data<float>()[j * out_w + ch] = cur_kv[j * width + ch];
-            s.previous_gate.data<float>()[j * out_w + ch] = cur_gate[j * width + ch];
-          }
-      }
-    }
-    s.windows += windows;
-    const int64_t used = windows * ratio;
-    s.pending_kv = slice_rows(all_kv, used, all_kv.rows() - used);
-    s.pending_gate = slice_rows(all_gate, used, all_gate.rows() - used);
+    expect(pending.row_bytes == 2 * kv.dim(1) * 4, "compress", "pending rows do not match the width");
+    Tensor out = make({kv.rows(), overlap ? kv.dim(1) / 2 : kv.dim(1)}, ElemType::f32);
+    cpu::compress(pending, kv, gate, ape, at, ratio, overlap, out);
     return out;
   }
-
-  Tensor attention(const Tensor& q, const Tensor& kv, const Tensor& idx, const Tensor& sinks, double scale) override {
-    const int64_t n = q.rows(), d = kv.dim(1), heads = q.row_numel() / d, K = idx.dim(1);
-    Tensor out = make({n, heads * d}, ElemType::f32);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t h = 0; h < heads; ++h) {
-        const float* qh = q.data<float>() + (r * heads + h) * d;
-        const int32_t* rows = idx.data<int32_t>() + r * K;
-        std::vector<float> z;
-        std::vector<int32_t> used;
-        for (int64_t j = 0; j < K; ++j) {
-          if (rows[j] < 0) continue;
-          z.push_back(float(dot(qh, kv.data<float>() + int64_t(rows[j]) * d, d)) * float(scale));
-          used.push_back(rows[j]);
-        }
-        const float sink = sinks.data<float>()[h];
-        float m = sink;
-        for (float v : z) m = std::max(m, v);
-        float denom = std::exp(sink - m);
-        for (float& v : z) denom += (v = std::exp(v - m));
-        float* o = out.data<float>() + (r * heads + h) * d;
-        std::vector<double> acc(size_t(d), 0.0);
-        for (size_t j = 0; j < z.size(); ++j) {
-          const float p = z[j] / denom;
-          const float* row = kv.data<float>() + int64_t(used[j]) * d;
-          for (int64_t i = 0; i < d; ++i) acc[size_t(i)] += double(p) * row[i];
-        }
-        for (int64_t i = 0; i < d; ++i) o[i] = float(acc[size_t(i)]);
-      }
+  Tensor attention(const Tensor& q, const Tensor& step_kv, const PagedRows& window, const PagedRows* compressed,
+                   const Tensor* selected, const Tensor& sinks, const StepRows& at, const AttentionShape& s) override {
+    expect(step_kv.row_numel() * elem_bytes(step_kv.type()) == window.row_bytes, "attention", "step rows differ from the cache's");
+    Tensor out = make({q.rows(), q.row_numel()}, ElemType::f32);
+    cpu::attention(q, step_kv, window, compressed, selected, sinks, at, s, out);
     return out;
   }
-
-  Tensor indexer_topk(const Tensor& q, const Tensor& weights, const Tensor& keys, const Tensor& key_begin,
-                      const Tensor& visible, const Tensor& available, int64_t heads, int64_t k,
-                      double weight_scale) override {
-    const int64_t n = q.rows(), d = q.row_numel() / heads;
-    Tensor out = make({n, k}, ElemType::i32);
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t r = 0; r < n; ++r) {
-      const int64_t begin = key_begin.data<int32_t>()[r], count = visible.data<int32_t>()[r];
-      const int64_t total = available.data<int32_t>()[r];
-      // (score, entry) with the not-yet-visible entries at -inf, as transformers scores them
-      std::vector<std::pair<float, int32_t>> queue;
-      for (int64_t c = 0; c < total; ++c) {
-        double s = 0;
-        for (int64_t h = 0; h < heads && c < count; ++h) {
-          const double qk = dot(q.data<float>() + (r * heads + h) * d, keys.data<float>() + (begin + c) * d, d);
-          s += std::max(qk, 0.0) * double(weights.data<float>()[r * heads + h]) * weight_scale;
-        }
-        queue.emplace_back(c < count ? float(s) : kNegInf, int32_t(c));
-      }
-      // Equal scores (all heads' ReLU at zero) are common: pick among them exactly as
-      // torch.topk does on the CPU (partial_sort for small k, else nth_element).
-      const int64_t take = std::min(k, total);
-      auto larger = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) { return a.first > b.first; };
-      if (take > 0) {
-        if (take * 64 <= total) {
-          std::partial_sort(queue.begin(), queue.begin() + take, queue.end(), larger);
-        } else {
-          std::nth_element(queue.begin(), queue.begin() + take - 1, queue.end(), larger);
-          std::sort(queue.begin(), queue.begin() + take - 1, larger);
-        }
-      }
-      for (int64_t j = 0; j < k; ++j)
-        out.data<int32_t>()[r * k + j] = j < take && queue[size_t(j)].second < count ? queue[size_t(j)].second : -1;
-    }
+  Tensor indexer_topk(const Tensor& q, const Tensor& weights, const PagedRows& keys, IndexerCacheDtype t, const StepRows& at,
+                      int64_t heads, int64_t k, int64_t ratio, double weight_scale) override {
+    Tensor out = make({q.rows(), k}, ElemType::i32);
+    cpu::indexer_topk(q, weights, keys, t, at, heads, k, ratio, weight_scale, out);
     return out;
   }
 

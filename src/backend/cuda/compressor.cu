@@ -1,68 +1,96 @@
-#include "backend/cuda/compressor.h"
-
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/paged.cuh"
 
 namespace tetra::cuda {
 namespace {
 
-__global__ void add_position_bias_kernel(const float* gate, const float* ape, int64_t n, int64_t width,
-                                         int64_t first_position, int64_t ratio, float* out) {
-  const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (k >= n * width) return;
-  const int64_t t = k / width, i = k % width;
-  out[k] = gate[k] + ape[((first_position + t) % ratio) * width + i];
+struct Tokens {  // this step's rows and the pending ring of one sequence
+  const float *kv, *gate, *ape;
+  PagedView pending;
+  int64_t width, ratio, ring;
+  int32_t slot, start, first_row;
+
+  __device__ void at(int64_t p, int64_t ch, float& a, float& z) const {
+    if (p >= start) {
+      const int64_t row = first_row + p - start;
+      a = kv[row * width + ch];
+      z = gate[row * width + ch] + ape[(p % ratio) * width + ch];
+    } else {
+      const float* s = reinterpret_cast<const float*>(paged_row(pending, slot, p % ring));
+      a = s[ch];
+      z = s[width + ch];
+    }
+  }
+};
+
+__device__ Tokens tokens_of(int64_t r, const float* kv, const float* gate, const float* ape, PagedView pending,
+                            int64_t width, StepView at, int64_t ratio, bool overlap) {
+  return {kv, gate, ape, pending, width, ratio, overlap ? 2 * ratio : ratio, at.slot[r], at.start[r], at.first_row[r]};
 }
 
-// One thread per (window, channel); candidates in the reference's order: previous, current.
-__global__ void pool_windows_kernel(const float* kv, const float* gate, const float* prev_kv, const float* prev_gate,
-                                    int64_t windows, int64_t ratio, int64_t width, bool overlap, float* out) {
+// One thread per (row, channel); candidates in the reference's order: previous, current.
+__global__ void pool_kernel(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n,
+                            int64_t width, StepView at, int64_t ratio, bool overlap, float* out) {
   const int64_t out_w = overlap ? width / 2 : width;
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (k >= windows * out_w) return;
-  const int64_t w = k / out_w, ch = k % out_w;
-  // previous candidates: rows of window w-1 (stride width) or the carried state (stride out_w)
-  const float *pa = nullptr, *pz = nullptr;
-  int64_t p_stride = 0;
-  if (overlap && w > 0) {
-    pa = kv + (w - 1) * ratio * width + ch;
-    pz = gate + (w - 1) * ratio * width + ch;
-    p_stride = width;
-  } else if (overlap && prev_kv) {
-    pa = prev_kv + ch;
-    pz = prev_gate + ch;
-    p_stride = out_w;
+  if (k >= n * out_w) return;
+  const int64_t r = k / out_w, ch = k % out_w, t = at.position[r];
+  if (at.slot[r] < 0 || (t + 1) % ratio != 0) {
+    out[k] = 0;
+    return;
   }
-  const int64_t off = overlap ? out_w : 0;
-  const float* ca = kv + w * ratio * width + off + ch;
-  const float* cz = gate + w * ratio * width + off + ch;
-  float m = -INFINITY;
-  for (int64_t j = 0; pa && j < ratio; ++j) m = fmaxf(m, pz[j * p_stride]);
-  for (int64_t j = 0; j < ratio; ++j) m = fmaxf(m, cz[j * width]);
+  const Tokens tok = tokens_of(r, kv, gate, ape, pending, width, at, ratio, overlap);
+  const int64_t begin = t + 1 - ratio, off = overlap ? out_w : 0;
+  const bool previous = overlap && begin > 0;
+  float a, z, m = -INFINITY;
+  for (int64_t j = 0; previous && j < ratio; ++j) {
+    tok.at(begin - ratio + j, ch, a, z);
+    m = fmaxf(m, z);
+  }
+  for (int64_t j = 0; j < ratio; ++j) {
+    tok.at(begin + j, off + ch, a, z);
+    m = fmaxf(m, z);
+  }
   float s = 0;
-  for (int64_t j = 0; pa && j < ratio; ++j) s += expf(pz[j * p_stride] - m);
-  for (int64_t j = 0; j < ratio; ++j) s += expf(cz[j * width] - m);
+  for (int64_t j = 0; previous && j < ratio; ++j) {
+    tok.at(begin - ratio + j, ch, a, z);
+    s += expf(z - m);
+  }
+  for (int64_t j = 0; j < ratio; ++j) {
+    tok.at(begin + j, off + ch, a, z);
+    s += expf(z - m);
+  }
   float sum = 0;
-  for (int64_t j = 0; pa && j < ratio; ++j) sum += pa[j * p_stride] * (expf(pz[j * p_stride] - m) / s);
-  for (int64_t j = 0; j < ratio; ++j) sum += ca[j * width] * (expf(cz[j * width] - m) / s);
+  for (int64_t j = 0; previous && j < ratio; ++j) {
+    tok.at(begin - ratio + j, ch, a, z);
+    sum += a * (expf(z - m) / s);
+  }
+  for (int64_t j = 0; j < ratio; ++j) {
+    tok.at(begin + j, off + ch, a, z);
+    sum += a * (expf(z - m) / s);
+  }
   out[k] = sum;
+}
+
+// One block per row: the last `ring` positions of each sequence into the pending ring.
+__global__ void keep_kernel(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t width,
+                            StepView at, int64_t ratio, bool overlap) {
+  const int64_t r = blockIdx.x, t = at.position[r];
+  const Tokens tok = tokens_of(r, kv, gate, ape, pending, width, at, ratio, overlap);
+  if (tok.slot < 0 || t <= at.last[r] - tok.ring) return;
+  float* s = reinterpret_cast<float*>(paged_row(pending, tok.slot, t % tok.ring));
+  for (int64_t ch = threadIdx.x; ch < width; ch += blockDim.x) tok.at(t, ch, s[ch], s[width + ch]);
 }
 
 }  // namespace
 
-void add_position_bias(const float* gate, const float* ape, int64_t n, int64_t width, int64_t first_position,
-                       int64_t ratio, float* out, cudaStream_t stream) {
-  if (n * width == 0) return;
-  add_position_bias_kernel<<<unsigned((n * width + 255) / 256), 256, 0, stream>>>(gate, ape, n, width, first_position,
-                                                                                  ratio, out);
-  TETRA_CUDA_CHECK(cudaGetLastError());
-}
-
-void pool_windows(const float* kv, const float* gate, const float* prev_kv, const float* prev_gate, int64_t windows,
-                  int64_t ratio, int64_t width, bool overlap, float* out, cudaStream_t stream) {
-  const int64_t total = windows * (overlap ? width / 2 : width);
+void compress(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n, int64_t width,
+              StepView at, int64_t ratio, bool overlap, float* out, cudaStream_t stream) {
+  const int64_t total = n * (overlap ? width / 2 : width);
   if (total == 0) return;
-  pool_windows_kernel<<<unsigned((total + 127) / 128), 128, 0, stream>>>(kv, gate, prev_kv, prev_gate, windows, ratio,
-                                                                         width, overlap, out);
+  pool_kernel<<<unsigned((total + 127) / 128), 128, 0, stream>>>(pending, kv, gate, ape, n, width, at, ratio, overlap, out);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+  keep_kernel<<<unsigned(n), 128, 0, stream>>>(pending, kv, gate, ape, width, at, ratio, overlap);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -3,18 +3,17 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backend/cuda/attention.h"
 #include "backend/cuda/cache_codec.h"
-#include "backend/cuda/compressor.h"
+#include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/dequantize.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/elementwise.h"
-#include "backend/cuda/indexer.h"
 #include "backend/cuda/linear.h"
 #include "backend/cuda/mhc.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/norm_rope.h"
+#include "backend/cuda/paged.h"
 #include "core/error.h"
 
 namespace tetra {
@@ -102,6 +101,23 @@ class CudaBackend final : public Backend {
     d->round_input = numerics_.bf16_linear_inputs && !(w.role == "head" || ends_with(w.role, ".ffn.gate"));
     std::shared_ptr<std::byte[]> storage(d, reinterpret_cast<std::byte*>(d.get()));
     return Tensor({w.out, w.in}, ElemType::u8, std::move(storage));
+  }
+
+  Tensor zeros(Shape shape, ElemType type) override {
+    Tensor t = make(std::move(shape), type);
+    TETRA_CUDA_CHECK(cudaMemsetAsync(t.data<std::byte>(), 0, size_t(t.numel() * elem_bytes(type)), stream()));
+    return t;
+  }
+  void write_i32(const Tensor& dst, int64_t offset, std::span<const int32_t> values) override {
+    expect(dst.type() == ElemType::i32 && offset >= 0 && offset + int64_t(values.size()) <= dst.numel(), "write_i32",
+           "values outside the tensor");
+    // From pageable memory the call returns once `values` is staged: the caller may reuse it.
+    if (!values.empty())
+      TETRA_CUDA_CHECK(cudaMemcpyAsync(dst.data<int32_t>() + offset, values.data(), values.size() * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, stream()));
+  }
+  std::unique_ptr<DeviceGraph> capture(const std::function<void()>& body) override {
+    return std::make_unique<cuda::CudaGraph>(stream_, body);
   }
 
   // ---- dense math
@@ -198,49 +214,45 @@ class CudaBackend final : public Backend {
     return out;
   }
 
-  // ---- attention
-  Tensor compress(CompressorState& s, const Tensor& kv, const Tensor& gate, const Tensor& ape, int64_t first_position,
+  // ---- attention over the paged state
+  void store_rows(const PagedRows& dst, const Tensor& rows, const StepRows& at, RowPlacement place) override {
+    expect(rows.row_numel() * elem_bytes(rows.type()) == dst.row_bytes, "store_rows", "row size differs from the cache's");
+    cuda::store_rows(view(dst), rows.data<uint8_t>(), rows.rows(), view(at), place.ring, place.ratio, stream());
+  }
+  Tensor compress(const PagedRows& pending, const Tensor& kv, const Tensor& gate, const Tensor& ape, const StepRows& at,
                   int64_t ratio, bool overlap) override {
-    const int64_t width = kv.dim(1), out_w = overlap ? width / 2 : width;
-    Tensor biased = make(gate.shape(), ElemType::f32);
-    cuda::add_position_bias(gate.data<float>(), ape.data<float>(), gate.rows(), width, first_position, ratio,
-                            biased.data<float>(), stream());
-    const Tensor all_kv = concat_rows({s.pending_kv, kv}, {width}, ElemType::f32);
-    const Tensor all_gate = concat_rows({s.pending_gate, biased}, {width}, ElemType::f32);
-    const int64_t windows = all_kv.rows() / ratio;
-    Tensor out = make({windows, out_w}, ElemType::f32);
-    const bool has_previous = !s.previous_kv.empty();
-    cuda::pool_windows(all_kv.data<float>(), all_gate.data<float>(), has_previous ? s.previous_kv.data<float>() : nullptr,
-                       has_previous ? s.previous_gate.data<float>() : nullptr, windows, ratio, width, overlap,
-                       out.data<float>(), stream());
-    if (overlap && windows > 0) {  // the last window's first halves overlap the next window
-      s.previous_kv = first_halves(all_kv, (windows - 1) * ratio, ratio, out_w);
-      s.previous_gate = first_halves(all_gate, (windows - 1) * ratio, ratio, out_w);
-    }
-    s.windows += windows;
-    const int64_t used = windows * ratio;
-    s.pending_kv = slice_rows(all_kv, used, all_kv.rows() - used);
-    s.pending_gate = slice_rows(all_gate, used, all_gate.rows() - used);
+    const int64_t width = kv.dim(1);
+    expect(pending.row_bytes == 2 * width * 4, "compress", "pending rows do not match the width");
+    Tensor out = make({kv.rows(), overlap ? width / 2 : width}, ElemType::f32);
+    cuda::compress(view(pending), kv.data<float>(), gate.data<float>(), ape.data<float>(), kv.rows(), width, view(at), ratio,
+                   overlap, out.data<float>(), stream());
     return out;
   }
-  Tensor attention(const Tensor& q, const Tensor& kv, const Tensor& idx, const Tensor& sinks, double scale) override {
-    const int64_t n = q.rows(), d = kv.dim(1), heads = q.row_numel() / d, K = idx.dim(1);
-    Tensor scratch = make({n * heads * K}, ElemType::f32);
-    Tensor out = make({n, heads * d}, ElemType::f32);
-    cuda::sparse_attention(q.data<float>(), kv.data<float>(), idx.data<int32_t>(), sinks.data<float>(), n, heads, d, K,
-                           float(scale), scratch.data<float>(), out.data<float>(), stream());
+  Tensor attention(const Tensor& q, const Tensor& step_kv, const PagedRows& window, const PagedRows* compressed,
+                   const Tensor* selected, const Tensor& sinks, const StepRows& at, const AttentionShape& s) override {
+    const int64_t step_bytes = step_kv.row_numel() * elem_bytes(step_kv.type());
+    expect(step_bytes == window.row_bytes, "attention", "step rows differ from the cache's");
+    Tensor out = make({q.rows(), q.row_numel()}, ElemType::f32);
+    const cuda::RowFormat f = s.kv == KvCacheDtype::f32    ? cuda::RowFormat::f32
+                              : s.kv == KvCacheDtype::bf16 ? cuda::RowFormat::bf16
+                                                           : cuda::RowFormat::fp8_kv;
+    const cuda::AttentionParams p{f, q.row_numel() / s.head_dim, s.head_dim, s.rope_dim, s.window, s.ratio, float(s.scale)};
+    cuda::paged_attention(q.data<float>(), step_kv.data<uint8_t>(), step_bytes, view(window),
+                          compressed ? view(*compressed) : cuda::PagedView{}, compressed != nullptr,
+                          selected ? selected->data<int32_t>() : nullptr, selected ? selected->dim(1) : 0,
+                          sinks.data<float>(), q.rows(), view(at), p, out.data<float>(), stream());
     return out;
   }
-  Tensor indexer_topk(const Tensor& q, const Tensor& weights, const Tensor& keys, const Tensor& key_begin,
-                      const Tensor& visible, const Tensor& available, int64_t heads, int64_t k,
-                      double weight_scale) override {
-    // visible[r] <= available[r] <= the key rows from key_begin[r]: the key count bounds every row.
-    const int64_t n = q.rows(), d = q.row_numel() / heads, stride = keys.rows();
-    Tensor scratch = make({n * stride}, ElemType::f32);
+  Tensor indexer_topk(const Tensor& q, const Tensor& weights, const PagedRows& keys, IndexerCacheDtype t, const StepRows& at,
+                      int64_t heads, int64_t k, int64_t ratio, double weight_scale) override {
+    const int64_t n = q.rows(), d = q.row_numel() / heads;
+    Tensor scratch = make({n * std::max<int64_t>(keys.capacity, 1)}, ElemType::f32);
     Tensor out = make({n, k}, ElemType::i32);
-    cuda::indexer_topk(q.data<float>(), weights.data<float>(), keys.data<float>(), key_begin.data<int32_t>(),
-                       visible.data<int32_t>(), n, heads, d, k, float(weight_scale), scratch.data<float>(), stride,
-                       out.data<int32_t>(), stream());
+    const cuda::RowFormat f = t == IndexerCacheDtype::f32    ? cuda::RowFormat::f32
+                              : t == IndexerCacheDtype::bf16 ? cuda::RowFormat::bf16
+                                                             : cuda::RowFormat::fp4_indexer;
+    cuda::paged_indexer_topk(q.data<float>(), weights.data<float>(), view(keys), f, n, view(at), heads, d, k, ratio,
+                             float(weight_scale), scratch.data<float>(), keys.capacity, out.data<int32_t>(), stream());
     return out;
   }
 
@@ -321,14 +333,12 @@ class CudaBackend final : public Backend {
   void copy_device(void* dst, const void* src, size_t bytes) const {
     if (bytes) TETRA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
   }
-  // Channels [0, width) of `count` rows of t (row width t.dim(1)) from row `first`.
-  Tensor first_halves(const Tensor& t, int64_t first, int64_t count, int64_t width) const {
-    Tensor out = make({count, width}, ElemType::f32);
-    const size_t pitch = size_t(t.dim(1)) * sizeof(float);
-    TETRA_CUDA_CHECK(cudaMemcpy2DAsync(out.data<float>(), size_t(width) * sizeof(float),
-                                       t.data<std::byte>() + size_t(first) * pitch, pitch, size_t(width) * sizeof(float),
-                                       size_t(count), cudaMemcpyDeviceToDevice, stream()));
-    return out;
+  static cuda::PagedView view(const PagedRows& p) {
+    return {p.pool.data<uint8_t>(), p.tables.data<int32_t>(), p.width, p.offset, p.rows_per_block, p.row_bytes, p.block_bytes};
+  }
+  static cuda::StepView view(const StepRows& at) {
+    return {at.slot.data<int32_t>(), at.position.data<int32_t>(), at.start.data<int32_t>(), at.last.data<int32_t>(),
+            at.first_row.data<int32_t>()};
   }
 
   // f32 tensors (an embedding table used as the head) are dense f32 weights read in f32.

@@ -1,28 +1,37 @@
-#include "backend/cuda/indexer.h"
-
 #include "backend/cuda/block_argmax.cuh"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/row_dot.cuh"
+#include "backend/cuda/paged.cuh"
 
 namespace tetra::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kMaxPerLane = 16;  // index_head_dim <= 512
 
-__global__ void indexer_topk_kernel(const float* q, const float* weights, const float* keys, const int32_t* key_begin,
-                                    const int32_t* visible, int64_t heads, int64_t d, int64_t k, float weight_scale,
-                                    float* scratch, int64_t scratch_stride, int32_t* out) {
-  const int64_t r = blockIdx.x, begin = key_begin[r], count = visible[r];
-  float* z = scratch + r * scratch_stride;
+// One block per query row: a warp per key (decoded from its stored format once, for every
+// head), then k block-wide argmax rounds (ties: lower index).
+__global__ void __launch_bounds__(kThreads)
+    paged_indexer_kernel(const float* q, const float* weights, PagedView keys, RowFormat format, StepView at,
+                         int64_t heads, int64_t d, int64_t k, int64_t ratio, float weight_scale, float* scratch,
+                         int64_t capacity, int32_t* out) {
+  const int64_t r = blockIdx.x;
+  const int32_t slot = at.slot[r];
+  const int64_t count = slot < 0 ? 0 : (at.position[r] + 1) / ratio;
+  float* z = scratch + r * capacity;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, warps = blockDim.x / 32;
   for (int64_t c = warp; c < count; c += warps) {
-    const float* key = keys + (begin + c) * d;
+    const uint8_t* row = paged_row(keys, slot, c);
+    float key[kMaxPerLane];
+#pragma unroll
+    for (int u = 0; u < kMaxPerLane; ++u) key[u] = lane + 32 * u < d ? stored_value(row, lane + 32 * u, format, d, 0) : 0.0f;
     float s = 0;
     for (int64_t h = 0; h < heads; ++h) {
       const float* qh = q + (r * heads + h) * d;
       float qk = 0;
-      for (int64_t i = lane; i < d; i += 32) qk = fmaf(qh[i], key[i], qk);
-      qk = warp_sum(qk);
+#pragma unroll
+      for (int u = 0; u < kMaxPerLane; ++u)
+        if (lane + 32 * u < d) qk = fmaf(qh[lane + 32 * u], key[u], qk);
+      qk = warp_reduce_sum(qk);
       s += fmaxf(qk, 0.0f) * weights[r * heads + h] * weight_scale;
     }
     if (lane == 0) z[c] = s;
@@ -48,12 +57,13 @@ __global__ void indexer_topk_kernel(const float* q, const float* weights, const 
 
 }  // namespace
 
-void indexer_topk(const float* q, const float* weights, const float* keys, const int32_t* key_begin,
-                  const int32_t* visible, int64_t n, int64_t heads, int64_t d, int64_t k, float weight_scale,
-                  float* scratch, int64_t scratch_stride, int32_t* out, cudaStream_t stream) {
+void paged_indexer_topk(const float* q, const float* weights, PagedView keys, RowFormat format, int64_t n, StepView at,
+                        int64_t heads, int64_t d, int64_t k, int64_t ratio, float weight_scale, float* scratch,
+                        int64_t capacity, int32_t* out, cudaStream_t stream) {
+  if (d > kMaxPerLane * 32) runtime_error("cuda indexer: head_dim ", d, " is above ", kMaxPerLane * 32);
   if (n == 0) return;
-  indexer_topk_kernel<<<unsigned(n), kThreads, 0, stream>>>(q, weights, keys, key_begin, visible, heads, d, k, weight_scale,
-                                                            scratch, scratch_stride, out);
+  paged_indexer_kernel<<<unsigned(n), kThreads, 0, stream>>>(q, weights, keys, format, at, heads, d, k, ratio,
+                                                             weight_scale, scratch, capacity, out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,0 +1,48 @@
+#pragma once
+// The paged per-sequence state as kernels see it (backend.h's PagedRows and StepRows as raw
+// device pointers), and the launchers of the ops over it.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tetra::cuda {
+
+struct PagedView {
+  uint8_t* pool;
+  const int32_t* tables;  // [slots, width]
+  int64_t width, offset, rows_per_block, row_bytes, block_bytes;
+};
+
+struct StepView {  // per row of a step
+  const int32_t *slot, *position, *start, *last, *first_row;
+};
+
+enum class RowFormat : int { f32, bf16, fp8_kv, fp4_indexer };
+
+// Row r at position t goes to entry t mod ring (when t > last - ring), or with ring = 0 to
+// entry (t+1)/ratio - 1 (when t completes a window); padding rows (slot -1) go nowhere.
+void store_rows(PagedView dst, const uint8_t* rows, int64_t n, StepView at, int64_t ring, int64_t ratio,
+                cudaStream_t stream);
+
+// The compressor: pooled entries of completed windows into out [n, width or width/2] (zeros
+// elsewhere), then each sequence's last positions into `pending` (rows [kv | gate + ape]).
+void compress(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n, int64_t width,
+              StepView at, int64_t ratio, bool overlap, float* out, cudaStream_t stream);
+
+struct AttentionParams {
+  RowFormat format;
+  int64_t heads, d, rope_dim, window, ratio;
+  float scale;
+};
+// step_kv: this step's stored rows [n, step_bytes]; selected [n, k] (null: every finished entry;
+// has_compressed false: no entries). d <= 512.
+void paged_attention(const float* q, const uint8_t* step_kv, int64_t step_bytes, PagedView window, PagedView compressed,
+                     bool has_compressed, const int32_t* selected, int64_t k, const float* sinks, int64_t n, StepView at,
+                     AttentionParams p, float* out, cudaStream_t stream);
+
+// scratch: n·capacity floats (capacity >= every sequence's key count). d <= 512.
+void paged_indexer_topk(const float* q, const float* weights, PagedView keys, RowFormat format, int64_t n, StepView at,
+                        int64_t heads, int64_t d, int64_t k, int64_t ratio, float weight_scale, float* scratch,
+                        int64_t capacity, int32_t* out, cudaStream_t stream);
+
+}  // namespace tetra::cuda

@@ -1,0 +1,52 @@
+#pragma once
+// The per-sequence attention state of every sequence, in fixed-size blocks of one pool in the
+// backend's memory (PagedLayout says which rows go where). Each sequence owns a slot: a row of
+// the block tables, also in the backend's memory, so that kernels find its rows on their own.
+// Pool and tables grow when needed (by doubling); `generation` changes whenever they move, so
+// that recorded graphs holding their addresses can be recorded anew.
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/paged_layout.h"
+
+namespace tetra {
+
+class PagedCache {
+ public:
+  PagedCache(Backend& backend, PagedLayout layout);
+  PagedCache(const PagedCache&) = delete;
+  PagedCache& operator=(const PagedCache&) = delete;
+
+  const PagedLayout& layout() const { return layout_; }
+  int32_t acquire_slot();
+  void release_slot(int32_t slot);  // its blocks become free
+  // Gives the slot's stream room for `rows` rows.
+  void reserve(int32_t slot, int64_t stream, int64_t rows);
+  PagedRows rows(int64_t stream) const;
+  uint64_t generation() const;
+  int64_t blocks_in_use() const;  // blocks held by slots
+  int64_t blocks_held(int32_t slot) const;
+
+ private:
+  void grow_pool(int64_t free_needed);
+  void relayout(int64_t stream_needing, int64_t blocks);  // widens one stream's columns or adds slots
+  void upload_tables();
+
+  Backend& be_;
+  PagedLayout layout_;
+  mutable std::mutex mutex_;
+  Tensor pool_;  // u8 [blocks, block_bytes]
+  int64_t pool_blocks_ = 0;
+  std::vector<int32_t> free_blocks_;
+  Tensor tables_;  // i32 [slots, width]
+  int64_t slots_ = 0, width_ = 0;
+  std::vector<int64_t> capacity_, offset_;  // per stream: table columns
+  std::vector<int32_t> host_tables_;        // the tables as the host wrote them
+  std::vector<int64_t> held_;               // [slot][stream] blocks
+  std::vector<int32_t> free_slots_;
+  uint64_t generation_ = 0;
+};
+
+}  // namespace tetra
