@@ -68,7 +68,7 @@ std::string describe_cache_capacity(const Scheduler& scheduler, const server::Se
   const CacheGeometry geometry(model.config(), model.caches().kv, model.caches().indexer);
   const int64_t blocks = scheduler.stats().blocks_total, context = model.config().max_position_embeddings;
   std::ostringstream out;
-  out << "cache pool of " << blocks << " blocks of " << geometry.block_tokens() << " tokens ("
+  out << "cache pool of " << blocks << " blocks ("
       << std::fixed << std::setprecision(2) << double(blocks) * double(geometry.block_bytes()) / double(1 << 30)
       << " GiB on " << model.backend().name() << "): " << blocks / geometry.blocks_for(context) << " sequences of "
       << context << " tokens (the full context) fit";

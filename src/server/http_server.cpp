@@ -117,8 +117,11 @@ uint64_t OpenAiServer::submit(const OpenAiRequest& r, std::shared_ptr<TextStream
   if (s.admission == Scheduler::Admission::queue_full)
     throw ApiError(429, "the server is at capacity (running and queued requests); retry later", "", "rate_limit_exceeded");
   if (s.admission == Scheduler::Admission::too_large)
-    bad_parameter("max_tokens", cat("the prompt plus 'max_tokens' (", r.generation.prompt.size() + size_t(r.generation.max_tokens),
-                                    " tokens) needs more cache blocks than the server has; lower 'max_tokens'"));
+  {
+    const int64_t tokens = int64_t(r.generation.prompt.size()) + r.generation.max_tokens;
+    bad_parameter("max_tokens", cat("the prompt plus 'max_tokens' (", tokens, " tokens) needs ", scheduler_.blocks_needed(tokens),
+                                    " cache blocks and the server has ", scheduler_.stats().blocks_total, "; lower 'max_tokens'"));
+  }
   return s.id;
 }
 
