@@ -57,6 +57,9 @@ std::unique_ptr<Scheduler> make_scheduler(const Args& args, server::ServingModel
       args.get("cache-blocks")
           ? positive_integer_option(args, "cache-blocks", 1)
           : blocks_for_memory(geometry, double(model.backend().free_memory_bytes()) * memory_fraction_option(args, model));
+  // A GPU takes its cache pool now, from the memory it was sized by; the CPU's grows with use,
+  // as the host's memory is shared with everything else.
+  if (model.backend().name() != "cpu") model.model().reserve_cache(blocks);
   SchedulerOptions options;
   options.max_running = positive_integer_option(args, "max-running", options.max_running);
   options.max_queued = positive_integer_option(args, "max-queued", options.max_queued);

@@ -35,6 +35,8 @@ class Model {
   // what it would at that length.
   void resize(SequenceState& s, int64_t tokens);
   const PagedLayout& cache_layout() const;
+  // Takes the cache pool's memory for `blocks` blocks now (a GPU server sizes it at start-up).
+  void reserve_cache(int64_t blocks) { cache_->reserve_pool(blocks); }
 
   // Decode steps as recorded graphs (on by default; eager when off or on a backend without them).
   void set_decode_graphs(bool on) { decode_graphs_ = on; }

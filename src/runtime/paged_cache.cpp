@@ -37,7 +37,8 @@ void PagedCache::reserve(int32_t slot, int64_t stream, int64_t rows) {
   int64_t& held = held_[size_t(slot) * streams + size_t(stream)];
   if (need <= held) return;
   if (need > capacity_[size_t(stream)]) relayout(stream, need);
-  if (int64_t(free_blocks_.size()) < need - held) grow_pool(need - held);
+  if (const int64_t missing = need - held - int64_t(free_blocks_.size()); missing > 0)
+    grow_pool(std::max(pool_blocks_, missing + 16));
   std::vector<int32_t> taken;
   for (int64_t b = held; b < need; ++b) {
     taken.push_back(free_blocks_.back());
@@ -74,8 +75,12 @@ int64_t PagedCache::blocks_held(int32_t slot) const {
   return n;
 }
 
-void PagedCache::grow_pool(int64_t free_needed) {
-  const int64_t extra = std::max(pool_blocks_, free_needed - int64_t(free_blocks_.size()) + 16);
+void PagedCache::reserve_pool(int64_t blocks) {
+  std::lock_guard lock(mutex_);
+  if (blocks > pool_blocks_) grow_pool(blocks - pool_blocks_);
+}
+
+void PagedCache::grow_pool(int64_t extra) {
   const int64_t bytes = layout_.block_bytes();
   const Tensor fresh = be_.zeros({extra, bytes}, ElemType::u8);
   pool_ = pool_.empty() ? fresh : be_.concat_rows({pool_, fresh}, {bytes}, ElemType::u8);

@@ -24,13 +24,15 @@ class PagedCache {
   void release_slot(int32_t slot);  // its blocks become free
   // Gives the slot's stream room for `rows` rows.
   void reserve(int32_t slot, int64_t stream, int64_t rows);
+  // Takes the pool to at least `blocks` blocks now, so that it need not grow (and copy) later.
+  void reserve_pool(int64_t blocks);
   PagedRows rows(int64_t stream) const;
   uint64_t generation() const;
   int64_t blocks_in_use() const;  // blocks held by slots
   int64_t blocks_held(int32_t slot) const;
 
  private:
-  void grow_pool(int64_t free_needed);
+  void grow_pool(int64_t extra);  // adds `extra` free blocks
   void relayout(int64_t stream_needing, int64_t blocks);  // widens one stream's columns or adds slots
   void upload_tables();
 
