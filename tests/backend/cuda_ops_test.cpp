@@ -303,10 +303,11 @@ TEST_F(CudaOps, RoutedExpertsEveryFormat) {
     const TensorStore store(dir.string());
     const ModelWeights weights(c, store);
     const std::string f = "layers.1.ffn.experts.";
-    // Both sides of the grouped path's 32 tokens; spread selections, and skewed ones (expert 0 in
+    // Both sides of the grouped path's 64 tokens; spread selections, and skewed ones (expert 0 in
     // every token, the last expert in none: ragged and empty groups; needs k + 1 < E).
     for (auto [n, skewed] : std::vector<std::pair<int64_t, bool>>{
-             {1, false}, {4, false}, {19, false}, {31, false}, {32, false}, {70, false}, {300, false}, {40, true}, {301, true}}) {
+             {1, false}, {4, false}, {19, false}, {32, false}, {63, false}, {64, false}, {70, false}, {300, false},
+             {40, true}, {301, true}}) {
       const int64_t k = c.n_activated_experts, E = c.n_routed_experts;
       ASSERT_LT(k + 1, E);
       const auto x = random_values(size_t(n * c.dim), rng), rw = random_values(size_t(n * k), rng);

@@ -27,9 +27,10 @@ using cuda::WeightRef;
 
 // Dispatch by row count: small batches take the decode kernels (linear.cu, moe.cu: each weight
 // byte read once per step, no host synchronization), larger ones the tensor-core path
-// (dequant_gemm.h, moe_grouped.h). Linear: 1..64 rows belong to the decode kernels.
+// (dequant_gemm.h, moe_grouped.h). Linear: 1..64 rows belong to the decode kernels. MoE: the
+// grouped path overtook the per-pair one between 32 and 64 tokens on the H200 (docs/cuda.md).
 constexpr int64_t kTensorCoreMinRows = 65;
-constexpr int64_t kGroupedExpertsMinTokens = 32;
+constexpr int64_t kGroupedExpertsMinTokens = 64;
 
 void expect(bool ok, const char* op, const char* what) {
   if (!ok) runtime_error("cuda backend ", op, ": ", what);
