@@ -60,6 +60,7 @@ command -v node >/dev/null && server_tests="serving_model|server\\..*" ||
 step "server e2e, serve --device cuda" 600 env TETRA_SERVE_ARGS="--device cuda" \
   ctest --test-dir build-gpu --output-on-failure -R "^($server_tests)\$"
 STEP_ECHO=1 step "linear benchmark" 300 build-gpu/bench/tetra_cuda_linear_bench
+STEP_ECHO=1 step "prefill benchmark" 300 build-gpu/bench/tetra_cuda_prefill_bench --json "${OUT:-/tmp}/prefill.json"
 
 if command -v compute-sanitizer >/dev/null; then
   d=tests/data/golden/dense

@@ -61,7 +61,7 @@ TEST_F(CudaOps, LinearEveryFormatAndBatchSize) {
       const Tensor wc = be->cpu->load_linear(*w), wg = be->gpu->load_linear(*w), wf = be->gpu_f32->load_linear(*w);
       const bool grouped = w->role.ends_with("wo_a");
       const int64_t groups = grouped ? config.o_groups : 1;
-      for (int64_t n : {1, 3, 8, 9, 70}) {
+      for (int64_t n : {1, 3, 8, 9, 64, 65, 70, 300}) {  // both sides of the tensor-core path's 65 rows
         const std::vector<float> x = random_values(size_t(n * groups * w->in), rng);
         auto run = [&](Backend& b, const Tensor& wt) {
           const Tensor xt = b.upload(x, {n, groups * w->in});
@@ -90,12 +90,107 @@ TEST_F(CudaOps, LinearEdgeShapes) {
       w.weight = dt == DType::f32
                      ? TensorView{DType::f32, {out, in}, reinterpret_cast<const std::byte*>(wv.data()), wv.size() * 4}
                      : TensorView{DType::bf16, {out, in}, reinterpret_cast<const std::byte*>(wb.data()), wb.size() * 2};
-      for (int64_t n : {1, 2, 17}) {
+      for (int64_t n : {1, 2, 17, 100}) {
         const std::vector<float> x = random_values(size_t(n * in), rng);
         auto run = [&](Backend& b) { return b.download(b.linear(b.upload(x, {n, in}), b.load_linear(w))); };
         const std::vector<float> want = run(*be->cpu);
         EXPECT_LT(relative_difference(run(*be->gpu), want), kBf16Tolerance) << out << "x" << in << " n=" << n;
         EXPECT_LT(relative_difference(run(*be->gpu_f32), want), 1e-5) << out << "x" << in << " n=" << n;
+      }
+    }
+}
+
+// The tensor-core path (65+ rows) on formats the tiny checkpoints lack (f16, FP8 blocks with
+// f32 scales that are no powers of two) and wider rows, ragged FP8 blocks, o_groups: bf16
+// within 1e-2, the exact mode within 1e-5.
+struct SyntheticLinear {
+  std::vector<std::byte> weight, scale;
+  LinearWeight w;
+};
+
+SyntheticLinear synthetic_linear(WeightFormat format, DType dtype, DType scale_dtype, int64_t out, int64_t in,
+                                 std::mt19937& rng) {
+  SyntheticLinear s;
+  auto bytes = [&](int64_t n, int lo, int hi) {
+    std::uniform_int_distribution<int> d(lo, hi);
+    std::vector<std::byte> v(static_cast<size_t>(n));
+    for (auto& b : v) b = std::byte(d(rng));
+    return v;
+  };
+  auto floats = [&](int64_t n, float lo, float hi) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<std::byte> v(static_cast<size_t>(n) * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = d(rng);
+      std::memcpy(v.data() + i * 4, &f, 4);
+    }
+    return v;
+  };
+  Shape wshape{out, in}, sshape;
+  switch (format) {
+    case WeightFormat::dense: {
+      const auto values = random_values(size_t(out * in), rng);
+      s.weight.resize(values.size() * 2);
+      for (size_t i = 0; i < values.size(); ++i) {
+        const uint16_t h = f32_to_f16(values[i]);
+        std::memcpy(s.weight.data() + 2 * i, &h, 2);
+      }
+      break;
+    }
+    case WeightFormat::fp8_block:
+    case WeightFormat::fp8_tensor:
+      s.weight = bytes(out * in, 0, 255);
+      for (auto& b : s.weight)
+        if ((uint8_t(b) & 0x7F) == 0x7F) b = std::byte(0x3C);  // no NaN codes
+      sshape = format == WeightFormat::fp8_tensor ? Shape{} : Shape{(out + 127) / 128, (in + 127) / 128};
+      s.scale = scale_dtype == DType::f32 ? floats(shape_numel(sshape), 0.003f, 0.03f) : bytes(shape_numel(sshape), 118, 124);
+      break;
+    case WeightFormat::mxfp4:
+      s.weight = bytes(out * in / 2, 0, 255);
+      sshape = {out, in / 32};
+      s.scale = bytes(out * in / 32, 118, 126);
+      break;
+    case WeightFormat::nvfp4:
+      s.weight = bytes(out * in / 2, 0, 255);
+      sshape = {out, in / 16};
+      s.scale = bytes(out * in / 16, 0x20, 0x50);
+      s.w.global_scale = 0.0371f;
+      break;
+  }
+  s.w.role = "synthetic";
+  s.w.format = format;
+  s.w.out = out;
+  s.w.in = in;
+  s.w.weight = TensorView{dtype, wshape, s.weight.data(), s.weight.size()};
+  if (!s.scale.empty()) s.w.scale = TensorView{scale_dtype, sshape, s.scale.data(), s.scale.size()};
+  return s;
+}
+
+TEST_F(CudaOps, TensorCoreLinearSyntheticFormats) {
+  struct Case {
+    WeightFormat format;
+    DType dtype, scale_dtype;
+  };
+  const std::vector<Case> cases{{WeightFormat::dense, DType::f16, DType::f32},
+                                {WeightFormat::fp8_block, DType::f8_e4m3, DType::f32},
+                                {WeightFormat::fp8_block, DType::f8_e4m3, DType::f8_e8m0},
+                                {WeightFormat::fp8_tensor, DType::f8_e4m3, DType::f32},
+                                {WeightFormat::mxfp4, DType::u8, DType::f8_e8m0},
+                                {WeightFormat::nvfp4, DType::u8, DType::f8_e4m3}};
+  for (const Case& c : cases)
+    for (auto [out, in, groups] : std::vector<std::array<int64_t, 3>>{{300, 1024, 1}, {32, 160, 1}, {256, 512, 4}}) {
+      const SyntheticLinear s = synthetic_linear(c.format, c.dtype, c.scale_dtype, out, in, rng);
+      for (int64_t n : {65, 257}) {
+        const std::vector<float> x = random_values(size_t(n * groups * in), rng);
+        auto run = [&](Backend& b) {
+          const Tensor xt = b.upload(x, {n, groups * in}), wt = b.load_linear(s.w);
+          return b.download(groups > 1 ? b.grouped_linear(xt, wt, groups) : b.linear(xt, wt));
+        };
+        const std::vector<float> want = run(*be->cpu);
+        const std::string what = std::string(weight_format_name(c.format)) + " " + std::to_string(out) + "x" +
+                                 std::to_string(in) + " groups " + std::to_string(groups) + " n=" + std::to_string(n);
+        EXPECT_LT(relative_difference(run(*be->gpu), want), kBf16Tolerance) << what;
+        EXPECT_LT(relative_difference(run(*be->gpu_f32), want), 1e-5) << what << " (f32)";
       }
     }
 }
@@ -209,12 +304,18 @@ TEST_F(CudaOps, RoutedExpertsEveryFormat) {
     const TensorStore store(dir.string());
     const ModelWeights weights(c, store);
     const std::string f = "layers.1.ffn.experts.";
-    for (int64_t n : {1, 4, 19}) {
-      const int64_t k = c.n_activated_experts;
+    // Both sides of the grouped path's 64 tokens; spread selections, and skewed ones (expert 0 in
+    // every token, the last expert in none: ragged and empty groups; needs k + 1 < E).
+    for (auto [n, skewed] : std::vector<std::pair<int64_t, bool>>{
+             {1, false}, {4, false}, {19, false}, {32, false}, {63, false}, {64, false}, {70, false}, {300, false},
+             {40, true}, {301, true}}) {
+      const int64_t k = c.n_activated_experts, E = c.n_routed_experts;
+      ASSERT_LT(k + 1, E);
       const auto x = random_values(size_t(n * c.dim), rng), rw = random_values(size_t(n * k), rng);
       std::vector<int32_t> sel(static_cast<size_t>(n * k));
       for (int64_t t = 0; t < n; ++t)  // distinct experts per token
-        for (int64_t j = 0; j < k; ++j) sel[size_t(t * k + j)] = int32_t((t + j) % c.n_routed_experts);
+        for (int64_t j = 0; j < k; ++j)
+          sel[size_t(t * k + j)] = int32_t(skewed ? (j == 0 ? 0 : t % 7 == 0 ? j + 1 : j) : (t + j) % E);
       auto op = [&](Backend& b) {
         std::vector<Tensor> w1, w2, w3;
         for (int64_t e = 0; e < c.n_routed_experts; ++e) {
@@ -226,8 +327,9 @@ TEST_F(CudaOps, RoutedExpertsEveryFormat) {
         return b.download(b.experts(b.upload(x, {n, c.dim}), r, w1, w2, w3, 2.0));
       };
       const auto want = op(*be->cpu);
-      EXPECT_LT(relative_difference(op(*be->gpu), want), kBf16Tolerance) << "experts n=" << n << " quant " << int(quant);
-      EXPECT_LT(relative_difference(op(*be->gpu_f32), want), 1e-5) << "experts n=" << n << " (f32)";
+      EXPECT_LT(relative_difference(op(*be->gpu), want), kBf16Tolerance)
+          << "experts n=" << n << " skewed " << skewed << " quant " << int(quant);
+      EXPECT_LT(relative_difference(op(*be->gpu_f32), want), 1e-5) << "experts n=" << n << " skewed " << skewed << " (f32)";
     }
     fs::remove_all(dir);
   }

@@ -2,16 +2,19 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "backend/cuda/cache_codec.h"
 #include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/dequant_gemm.h"
 #include "backend/cuda/dequantize.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/linear.h"
 #include "backend/cuda/mhc.h"
 #include "backend/cuda/moe.h"
+#include "backend/cuda/moe_grouped.h"
 #include "backend/cuda/norm_rope.h"
 #include "backend/cuda/paged.h"
 #include "core/error.h"
@@ -21,15 +24,26 @@ namespace {
 
 using cuda::WeightRef;
 
+// Dispatch by row count: small batches take the decode kernels (linear.cu, moe.cu: each weight
+// byte read once per step, no host synchronization), larger ones the tensor-core path
+// (dequant_gemm.h, moe_grouped.h). Linear: 1..64 rows belong to the decode kernels. MoE: the
+// grouped path overtook the per-pair one between 32 and 64 tokens on the H200 (docs/cuda.md).
+constexpr int64_t kTensorCoreMinRows = 65;
+constexpr int64_t kGroupedExpertsMinTokens = 64;
+
 void expect(bool ok, const char* op, const char* what) {
   if (!ok) runtime_error("cuda backend ", op, ": ", what);
 }
 
-// The device-side WeightRef tables of one layer's routed experts.
+// The device-side WeightRef tables of one layer's routed experts, and the host-side copies
+// and per-tensor factors that the grouped (prefill) path launches from.
 struct ExpertTables {
   cuda::DeviceBuffer w1, w2, w3;
   int64_t inter = 0;
   bool round_input = true;
+  std::vector<WeightRef> host_w1, host_w2, host_w3;
+  std::vector<float> w2_alpha;
+  cuda::DeviceBuffer up_alpha;  // [experts, 2]: w1's and w3's per-tensor factors
 };
 
 // A linear layer's checkpoint tensors on the device. Its Tensor is a u8 [out, in] handle whose
@@ -37,6 +51,7 @@ struct ExpertTables {
 struct LinearOnDevice {
   cuda::DeviceLinear tensors;
   bool round_input = true;
+  float alpha = 1;  // the per-tensor factor (nvfp4 weight_scale_2, fp8_tensor scalar) for the GEMM path
   // Built on first use when this is a layer's first routed expert; dies with the weights.
   std::unique_ptr<ExpertTables> expert_tables;
 
@@ -45,6 +60,24 @@ struct LinearOnDevice {
             tensors.global_scale, tensors.out, tensors.in};
   }
 };
+
+// The factor the tensor-core path applies as alpha instead of dequantizing it into the tile.
+float per_tensor_factor(const LinearWeight& w) {
+  if (w.format == WeightFormat::nvfp4) return w.global_scale;
+  if (w.format != WeightFormat::fp8_tensor) return 1;
+  float s = 0;
+  std::memcpy(&s, w.scale.data, sizeof s);
+  return s;
+}
+
+// Whether work queued on `stream` now is being captured into a CUDA graph: the tensor-core
+// path may grow its scratch and synchronizes for the grouped MoE, so captures keep the decode
+// kernels.
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  TETRA_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -99,6 +132,7 @@ class CudaBackend final : public Backend {
     d->tensors = cuda::upload_linear(w, stream());
     // The router and the head stay f32 (DESIGN.md numerics).
     d->round_input = numerics_.bf16_linear_inputs && !(w.role == "head" || ends_with(w.role, ".ffn.gate"));
+    d->alpha = per_tensor_factor(w);
     std::shared_ptr<std::byte[]> storage(d, reinterpret_cast<std::byte*>(d.get()));
     return Tensor({w.out, w.in}, ElemType::u8, std::move(storage));
   }
@@ -130,11 +164,15 @@ class CudaBackend final : public Backend {
   Tensor linear(const Tensor& x, const Tensor& w) override { return grouped_linear(x, w, 1); }
   Tensor grouped_linear(const Tensor& x, const Tensor& w, int64_t groups) override {
     bool round = false;
-    const WeightRef ref = weight_ref(w, round);
+    float alpha = 1;
+    const WeightRef ref = weight_ref(w, round, &alpha);
     expect(groups >= 1 && ref.out % groups == 0, "linear", "output rows are not a multiple of the groups");
     expect(x.row_numel() == groups * ref.in, "linear", "input width does not match groups × weight width");
     Tensor out = make({x.rows(), ref.out}, ElemType::f32);
-    cuda::linear(ref, x.data<float>(), x.rows(), groups, round, out.data<float>(), stream());
+    if (tensor_cores(x.rows(), kTensorCoreMinRows))
+      gemm().linear(ref, alpha, x.data<float>(), x.rows(), groups, round, out.data<float>());
+    else
+      cuda::linear(ref, x.data<float>(), x.rows(), groups, round, out.data<float>(), stream());
     return out;
   }
   Tensor rms_norm(const Tensor& x, const Tensor* weight, int64_t group, double eps) override {
@@ -206,8 +244,15 @@ class CudaBackend final : public Backend {
                  const std::vector<Tensor>& w3, double limit) override {
     const int64_t n = x.rows(), d = x.dim(1), k = r.experts.dim(1);
     const ExpertTables& t = expert_tables(w1, w2, w3);
-    Tensor scratch = make({n * k * (t.inter + d)}, ElemType::f32);
     Tensor out = make({n, d}, ElemType::f32);
+    if (tensor_cores(n, kGroupedExpertsMinTokens)) {
+      const cuda::GroupedExperts g{int64_t(w1.size()), d, t.inter, t.host_w1.data(), t.host_w2.data(), t.host_w3.data(),
+                                   t.w2_alpha.data(), t.up_alpha.get<float>()};
+      cuda::grouped_experts(gemm(), g, x.data<float>(), n, r.weights.data<float>(), r.experts.data<int32_t>(), k,
+                            float(limit), t.round_input, out.data<float>());
+      return out;
+    }
+    Tensor scratch = make({n * k * (t.inter + d)}, ElemType::f32);
     cuda::routed_experts(x.data<float>(), n, d, t.inter, r.weights.data<float>(), r.experts.data<int32_t>(), k,
                          t.w1.get<WeightRef>(), t.w2.get<WeightRef>(), t.w3.get<WeightRef>(), float(limit), t.round_input,
                          scratch.data<float>(), out.data<float>(), stream());
@@ -313,6 +358,13 @@ class CudaBackend final : public Backend {
  private:
   cudaStream_t stream() const { return stream_->get(); }
 
+  bool tensor_cores(int64_t rows, int64_t threshold) const { return rows >= threshold && !capturing(stream()); }
+  // Created on first use: decode-only runs never hold its handle and scratch.
+  cuda::DequantGemm& gemm() {
+    if (!gemm_) gemm_ = std::make_unique<cuda::DequantGemm>(stream());
+    return *gemm_;
+  }
+
   // Stream-ordered allocation; the free is ordered after every use on the same stream.
   Tensor make(Shape shape, ElemType type) const {
     const size_t bytes = size_t(std::max<int64_t>(shape_numel(shape) * elem_bytes(type), 1));
@@ -342,7 +394,8 @@ class CudaBackend final : public Backend {
   }
 
   // f32 tensors (an embedding table used as the head) are dense f32 weights read in f32.
-  WeightRef weight_ref(const Tensor& w, bool& round_input) const {
+  WeightRef weight_ref(const Tensor& w, bool& round_input, float* alpha = nullptr) const {
+    if (alpha) *alpha = 1;
     if (w.type() == ElemType::f32) {
       round_input = false;
       return {WeightFormat::dense, DType::f32, DType::f32, w.data<float>(), nullptr, 1.0f, w.dim(0), w.dim(1)};
@@ -350,6 +403,7 @@ class CudaBackend final : public Backend {
     expect(w.type() == ElemType::u8, "linear", "the weight is not a loaded linear layer");
     const LinearOnDevice& d = *w.data<LinearOnDevice>();
     round_input = d.round_input;
+    if (alpha) *alpha = d.alpha;
     return d.ref();
   }
 
@@ -360,17 +414,22 @@ class CudaBackend final : public Backend {
     LinearOnDevice& first = *w1.front().data<LinearOnDevice>();
     if (first.expert_tables) return *first.expert_tables;
     auto t = std::make_unique<ExpertTables>();
-    auto table = [&](const std::vector<Tensor>& ws) {
-      std::vector<WeightRef> refs;
-      for (const Tensor& w : ws) refs.push_back(weight_ref(w, t->round_input));
+    std::vector<float> up_alpha;
+    auto table = [&](const std::vector<Tensor>& ws, std::vector<WeightRef>& refs, std::vector<float>& alphas,
+                     size_t stride, size_t at) {
+      alphas.resize(ws.size() * stride);
+      for (size_t e = 0; e < ws.size(); ++e) refs.push_back(weight_ref(ws[e], t->round_input, &alphas[e * stride + at]));
       cuda::DeviceBuffer b(refs.size() * sizeof(WeightRef));
       TETRA_CUDA_CHECK(cudaMemcpyAsync(b.get(), refs.data(), b.bytes(), cudaMemcpyHostToDevice, stream()));
-      stream_->synchronize();  // refs is freed on return
       return b;
     };
-    t->w1 = table(w1);
-    t->w2 = table(w2);
-    t->w3 = table(w3);
+    t->w1 = table(w1, t->host_w1, up_alpha, 2, 0);
+    t->w3 = table(w3, t->host_w3, up_alpha, 2, 1);
+    t->w2 = table(w2, t->host_w2, t->w2_alpha, 1, 0);
+    t->up_alpha = cuda::DeviceBuffer(up_alpha.size() * sizeof(float));
+    TETRA_CUDA_CHECK(
+        cudaMemcpyAsync(t->up_alpha.get(), up_alpha.data(), t->up_alpha.bytes(), cudaMemcpyHostToDevice, stream()));
+    stream_->synchronize();  // the host vectors above are copied before they change or die
     t->inter = w1.front().dim(0);
     first.expert_tables = std::move(t);
     return *first.expert_tables;
@@ -382,6 +441,7 @@ class CudaBackend final : public Backend {
 
   CudaNumerics numerics_;
   std::shared_ptr<cuda::CudaStream> stream_;
+  std::unique_ptr<cuda::DequantGemm> gemm_;  // after stream_: destroyed first
 };
 
 }  // namespace

@@ -1,0 +1,131 @@
+#include "backend/cuda/moe_grouped.h"
+
+#include <cuda_bf16.h>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <vector>
+
+#include "backend/cuda/pool_buffer.h"
+
+namespace tetra::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned grid_for(int64_t work) { return unsigned(std::min<int64_t>((work + kThreads - 1) / kThreads, 65536)); }
+
+// index[p] = p, checking that every selection names an expert.
+__global__ void iota_kernel(const int32_t* selected, int64_t pairs, int64_t experts, int32_t* index) {
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < pairs; p += int64_t(gridDim.x) * blockDim.x) {
+    if (selected[p] < 0 || selected[p] >= experts) __trap();
+    index[p] = int32_t(p);
+  }
+}
+
+// offsets[e] = first sorted position of expert e (lower bound), offsets[experts] = pairs;
+// slot_of_pair[order[i]] = i.
+__global__ void offsets_kernel(const uint32_t* sorted_experts, const int32_t* order, int64_t pairs, int64_t experts,
+                               int32_t* offsets, int32_t* slot_of_pair) {
+  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (t <= experts) {
+    int64_t lo = 0, hi = pairs;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (int64_t(sorted_experts[mid]) < t) lo = mid + 1;
+      else hi = mid;
+    }
+    offsets[t] = int32_t(lo);
+  }
+  for (int64_t i = t; i < pairs; i += int64_t(gridDim.x) * blockDim.x) slot_of_pair[order[i]] = int32_t(i);
+}
+
+__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void store(float* p, float v) { *p = v; }
+
+// h[i, o] = swiglu(up[i, o]·α1, up[i, inter + o]·α3) with the limit, for the expert of sorted row i.
+template <class T>
+__global__ void swiglu_kernel(const float* up, const uint32_t* sorted_experts, const float* up_alpha, int64_t rows,
+                              int64_t inter, float limit, T* h) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < rows * inter; k += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = k / inter, o = k % inter;
+    const uint32_t e = sorted_experts[i];
+    const float g = fminf(up[i * 2 * inter + o] * up_alpha[2 * e], limit);
+    const float u = fminf(fmaxf(up[i * 2 * inter + inter + o] * up_alpha[2 * e + 1], -limit), limit);
+    store(h + k, g * (1.0f / (1.0f + expf(-g))) * u);
+  }
+}
+
+// out[t, d] = Σ_j weights[t, j] · y[slot_of_pair[t·k + j], d], j in slot order.
+__global__ void combine_kernel(const float* y, const int32_t* slot_of_pair, const float* weights, int64_t n, int64_t k,
+                               int64_t dim, float* out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n * dim; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / dim, d = i % dim;
+    float acc = 0;
+    for (int64_t j = 0; j < k; ++j) acc += y[int64_t(slot_of_pair[t * k + j]) * dim + d] * weights[t * k + j];
+    out[i] = acc;
+  }
+}
+
+}  // namespace
+
+void grouped_experts(DequantGemm& gemm, const GroupedExperts& e, const float* x, int64_t n, const float* weights,
+                     const int32_t* selected, int64_t k, float limit, bool round_input, float* out) {
+  const int64_t pairs = n * k;
+  if (pairs == 0) return;
+  const cudaStream_t stream = gemm.stream();
+  const OperandType type = round_input ? OperandType::bf16 : OperandType::f32;
+  const size_t bytes = operand_bytes(type);
+  const float lim = limit > 0 ? limit : INFINITY;
+
+  // Group the pairs by expert: a stable sort keeps each expert's pairs in token order.
+  PoolBuffer index(size_t(pairs) * 4, stream), order(size_t(pairs) * 4, stream), sorted(size_t(pairs) * 4, stream);
+  PoolBuffer offsets(size_t(e.experts + 1) * 4, stream), slot_of_pair(size_t(pairs) * 4, stream);
+  iota_kernel<<<grid_for(pairs), kThreads, 0, stream>>>(selected, pairs, e.experts, index.get<int32_t>());
+  TETRA_CUDA_CHECK(cudaGetLastError());
+  int end_bit = 1;
+  while ((int64_t(1) << end_bit) < e.experts) ++end_bit;
+  const auto* keys = reinterpret_cast<const uint32_t*>(selected);  // non-negative: checked above
+  size_t temp_bytes = 0;
+  TETRA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, sorted.get<uint32_t>(), index.get<int32_t>(),
+                                                   order.get<int32_t>(), pairs, 0, end_bit, stream));
+  PoolBuffer temp(std::max<size_t>(temp_bytes, 1), stream);
+  TETRA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys, sorted.get<uint32_t>(),
+                                                   index.get<int32_t>(), order.get<int32_t>(), pairs, 0, end_bit, stream));
+  offsets_kernel<<<grid_for(std::max(pairs, e.experts + 1)), kThreads, 0, stream>>>(
+      sorted.get<uint32_t>(), order.get<int32_t>(), pairs, e.experts, offsets.get<int32_t>(), slot_of_pair.get<int32_t>());
+  TETRA_CUDA_CHECK(cudaGetLastError());
+  // The one host synchronization: cuBLAS needs each expert's row count on the host.
+  std::vector<int32_t> first(size_t(e.experts + 1));
+  TETRA_CUDA_CHECK(cudaMemcpyAsync(first.data(), offsets.get(), first.size() * 4, cudaMemcpyDeviceToHost, stream));
+  TETRA_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  // A: the pairs' token rows in expert order; up: [pairs, 2·inter] f32, reused for w2's output.
+  PoolBuffer a(size_t(pairs * e.dim) * bytes, stream);
+  gather_expert_rows(x, e.dim, order.get<int32_t>(), pairs, k, type, a.get(), stream);
+  PoolBuffer up(size_t(pairs * std::max(2 * e.inter, e.dim)) * 4, stream);
+  for (int64_t ex = 0; ex < e.experts; ++ex) {
+    const int64_t row0 = first[size_t(ex)], rows = first[size_t(ex) + 1] - row0;
+    if (rows > 0)
+      gemm.multiply({e.w1[ex], e.w3[ex]}, 1.0f, a.get<std::byte>() + size_t(row0 * e.dim) * bytes, type, rows,
+                    up.get<float>() + row0 * 2 * e.inter, 2 * e.inter);
+  }
+  PoolBuffer h(size_t(pairs * e.inter) * bytes, stream);
+  if (round_input)
+    swiglu_kernel<<<grid_for(pairs * e.inter), kThreads, 0, stream>>>(up.get<float>(), sorted.get<uint32_t>(), e.up_alpha,
+                                                                    pairs, e.inter, lim, h.get<__nv_bfloat16>());
+  else
+    swiglu_kernel<<<grid_for(pairs * e.inter), kThreads, 0, stream>>>(up.get<float>(), sorted.get<uint32_t>(), e.up_alpha,
+                                                                    pairs, e.inter, lim, h.get<float>());
+  TETRA_CUDA_CHECK(cudaGetLastError());
+  float* y = up.get<float>();  // the SwiGLU pass has consumed `up`
+  for (int64_t ex = 0; ex < e.experts; ++ex) {
+    const int64_t row0 = first[size_t(ex)], rows = first[size_t(ex) + 1] - row0;
+    if (rows > 0)
+      gemm.multiply({e.w2[ex]}, e.w2_alpha[ex], h.get<std::byte>() + size_t(row0 * e.inter) * bytes, type, rows,
+                    y + row0 * e.dim, e.dim);
+  }
+  combine_kernel<<<grid_for(n * e.dim), kThreads, 0, stream>>>(y, slot_of_pair.get<int32_t>(), weights, n, k, e.dim, out);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace tetra::cuda
