@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # For the GPU machine: one command for issue 8's figures. Builds tetra and the kernel
 # benchmarks for the local GPU, then runs, each under its own time limit:
-#   1. tetra bench --synthetic v4-flash, 20 layers, NVFP4: decode at batch 1 and 32 at 4k, 64k
-#      and 1M context, and a prefill of 8192 tokens, with the measured ceilings;
+#   1. tetra bench --synthetic v4-flash, 20 layers, NVFP4: a prefill of 8192 tokens, and decode at
+#      batch 1 and 32 at 4k, 64k and 1M context (1048575 tokens held: the new token takes the
+#      last position the model has), with the measured ceilings;
 #   2. the peer comparison at a layer count bf16 transformers fits on one GPU (4): tetra bench
 #      and tools/transformers_baseline.py, batch-1 decode at context P and a P-token prefill;
 #   3. the kernel benchmarks under bench/ (with --json where they offer it);
 # and writes docs/perf/h200-v4-flash.json (tools/perf_summary.py; a copy and every log and JSON
 # under $OUT) and a summary table last. Settings through the environment:
-#   TETRA_BENCH_LAYERS (20)  TETRA_BENCH_BATCHES ("1 32")  TETRA_BENCH_CONTEXTS ("4096 65536 1048576")
+#   TETRA_BENCH_LAYERS (20)  TETRA_BENCH_BATCHES ("1 32")  TETRA_BENCH_CONTEXTS ("4096 65536 1048575")
 #   TETRA_BENCH_PREFILL (8192)  TETRA_BENCH_STEPS (5)  TETRA_PEER_LAYERS (4)  TETRA_PEER_PREFILL (8192)
 #   TETRA_BENCH_LIMIT (seconds for step 1: 900)  TETRA_SKIP_BUILD=1 reuses build-gpu/.
 # Dependencies the machine lacks come from .gpu_carry/deps when present (tools/pack_gpu_deps.sh).
@@ -24,7 +25,7 @@ for d in .gpu_carry/deps/usr ../deps/usr; do
 done
 layers=${TETRA_BENCH_LAYERS:-20}
 batches=${TETRA_BENCH_BATCHES:-1 32}
-contexts=${TETRA_BENCH_CONTEXTS:-4096 65536 1048576}
+contexts=${TETRA_BENCH_CONTEXTS:-4096 65536 1048575}
 prefill=${TETRA_BENCH_PREFILL:-8192}
 steps=${TETRA_BENCH_STEPS:-5}
 peer_layers=${TETRA_PEER_LAYERS:-4}
@@ -67,8 +68,7 @@ kernel_json=()
 for b in build-gpu/bench/tetra_cuda_*; do
   [ -x "$b" ] || continue
   name=$(basename "$b")
-  src=bench/${name#tetra_}.cpp
-  if grep -q -- '--json' "$src" 2>/dev/null; then
+  if grep -q -- '--json' "bench/${name#tetra_}".c* 2>/dev/null; then
     step "$name" 300 "$b" --json "$out/$name.json" && kernel_json+=("$out/$name.json")
   else
     step "$name" 300 "$b"

@@ -40,6 +40,26 @@ def point(tetra, batch, context):
     return None
 
 
+def context_bandwidth_fraction(tetra):
+    """No attention kernel benchmark: what whole batch-1 steps say instead. The cache bytes that
+    the longest context adds over the shortest, over the time it adds, against the copy
+    bandwidth: the rate at which the step reads what grows with context (window, selected
+    entries, indexer keys, and whatever else today's path does per entry)."""
+    points = sorted((d for d in tetra.get("decode", []) if d["batch"] == 1 and d.get("step_seconds")),
+                    key=lambda d: d["context"])
+    if len(points) < 2 or points[-1]["context"] < (1 << 20) - 1:
+        return None
+    short, long = points[0], points[-1]
+    extra_bytes = long["floor"]["kv_bytes"] - short["floor"]["kv_bytes"]
+    extra_seconds = long["step_seconds"] - short["step_seconds"]
+    if extra_seconds <= 0:
+        return None
+    value = extra_bytes / extra_seconds / tetra["ceilings"]["copy_bytes_per_s"]
+    return value, (f"derived from whole decode steps at batch 1 (no attention kernel benchmark in this run): the KV and "
+                   f"indexer bytes context {long['context']} adds over context {short['context']} "
+                   f"({extra_bytes / 1e6:.1f} MB) / the step time it adds ({extra_seconds * 1e3:.2f} ms) / copy bandwidth")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tetra")
@@ -83,6 +103,8 @@ def main():
         for k in ("decode_b1_step_over_floor", "decode_b32_over_b1", "prefill8k_bf16_rate_fraction"):
             notes[k] = "tetra bench did not produce its JSON in this run"
 
+    if peer and out["gpu"] is None:
+        out["gpu"], out["date"] = peer["device"]["name"], peer["date"]
     pd = point(peer, 1, (base or {}).get("decode_context"))
     if base and pd and pd.get("step_seconds"):
         out["speedup_vs_transformers_decode"] = base["decode_step_seconds"] / pd["step_seconds"]
@@ -110,6 +132,10 @@ def main():
                 if isinstance(src, dict) and src.get(key) is not None and out[key] is None:
                     out[key] = src[key]
                     notes[key] = f"from {os.path.basename(path)}" + (f": {k['notes'][key]}" if key in k.get("notes", {}) else "")
+    if out["attn_1m_bw_fraction"] is None and tetra:
+        derived = context_bandwidth_fraction(tetra)
+        if derived:
+            out["attn_1m_bw_fraction"], notes["attn_1m_bw_fraction"] = derived
     for key in ("gemm_m1_min_bw_fraction", "gemm_m1_min_speedup_vs_cublas_bf16", "attn_1m_bw_fraction"):
         if out[key] is None:
             notes.setdefault(key, "not measured: no kernel benchmark of this run wrote it (see kernels)")
