@@ -78,7 +78,7 @@ done
 mkdir -p docs/perf
 step "summary" 60 python3 tools/perf_summary.py --tetra "$out/tetra.json" --tetra-peer "$out/tetra_peer.json" \
   --baseline "$out/transformers.json" --kernel "${kernel_json[@]}" \
-  --command "scripts/bench-h200.sh (TETRA_BENCH_LAYERS=$layers TETRA_BENCH_BATCHES='$batches' TETRA_BENCH_CONTEXTS='$contexts' TETRA_BENCH_PREFILL=$prefill TETRA_PEER_LAYERS=$peer_layers TETRA_PEER_PREFILL=$peer_prefill)" \
+  --command "scripts/bench-h200.sh (TETRA_BENCH_LAYERS=$layers TETRA_BENCH_BATCHES='$batches' TETRA_BENCH_CONTEXTS='$contexts' TETRA_BENCH_PREFILL=$prefill TETRA_BENCH_STEPS=$steps TETRA_PEER_LAYERS=$peer_layers TETRA_PEER_PREFILL=$peer_prefill)" \
   --out docs/perf/h200-v4-flash.json
 cp docs/perf/h200-v4-flash.json "$out/" 2>/dev/null
 

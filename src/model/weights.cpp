@@ -307,7 +307,14 @@ ModelWeights::ModelWeights(const ModelConfig& config, std::vector<LinearWeight> 
     if (!params_.emplace(role, std::move(p)).second) problems.push_back("tensor " + role + " given twice");
   }
   const auto expected = expected_roles(config, with_mtp);
-  size_t matched = 0;
+  std::unordered_map<std::string, RoleKind> known;
+  for (const auto& e : expected) known.emplace(e.role, e.kind);
+  for (const auto& [role, _] : linears_)
+    if (auto it = known.find(role); it == known.end() || it->second != RoleKind::linear)
+      problems.push_back("linear " + role + " is not a role of this config");
+  for (const auto& [role, _] : params_)
+    if (auto it = known.find(role); it == known.end() || it->second == RoleKind::linear)
+      problems.push_back("tensor " + role + " is not a role of this config");
   for (const auto& e : expected) {
     if (e.kind == RoleKind::linear) {
       auto it = linears_.find(e.role);
@@ -315,7 +322,6 @@ ModelWeights::ModelWeights(const ModelConfig& config, std::vector<LinearWeight> 
         if (!e.optional) problems.push_back("missing linear " + e.role);
         continue;
       }
-      ++matched;
       if (Shape{it->second.out, it->second.in} != e.shape)
         problems.push_back("linear " + e.role + " is " + shape_str({it->second.out, it->second.in}) + ", expected " +
                            shape_str(e.shape));
@@ -326,17 +332,17 @@ ModelWeights::ModelWeights(const ModelConfig& config, std::vector<LinearWeight> 
         if (!e.optional) problems.push_back("missing tensor " + e.role);
         continue;
       }
-      ++matched;
       if (it->second.view.shape != e.shape)
         problems.push_back("tensor " + e.role + " is " + shape_str(it->second.view.shape) + ", expected " +
                            shape_str(e.shape));
       param_order_.push_back(&it->second);
     }
   }
-  if (matched != linears_.size() + params_.size()) problems.push_back("roles the config does not have were given");
   if (!problems.empty()) {
-    std::string msg = "synthetic weights do not match the config (" + std::to_string(problems.size()) + " problems):";
-    for (size_t i = 0; i < std::min<size_t>(problems.size(), 20); ++i) msg += "\n  " + problems[i];
+    std::string msg = "weights given by role do not match the config (" + std::to_string(problems.size()) + " problems):";
+    const size_t shown = std::min<size_t>(problems.size(), 20);
+    for (size_t i = 0; i < shown; ++i) msg += "\n  " + problems[i];
+    if (shown < problems.size()) msg += "\n  ... and " + std::to_string(problems.size() - shown) + " more";
     model_error(msg);
   }
 }
