@@ -16,5 +16,6 @@ int run_render_chat(const std::vector<std::string>& args);
 int run_parse_completion(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);
 int run_serve(const std::vector<std::string>& args);
+int run_bench(const std::vector<std::string>& args);
 
 }  // namespace tetra

@@ -43,6 +43,11 @@ constexpr const char* kUsage =
     "        [--cache-blocks N | --cache-memory-fraction F] [--max-running N] [--max-queued N] [--prefill-chunk N]\n"
     "        [--max-body-bytes N]\n"
     "                                          OpenAI-compatible server (continuous batching)\n"
+    "  bench --synthetic v4-flash|v4-pro|DIR [--layers N] [--format nvfp4|mxfp4-fp8] [--batch B...]\n"
+    "        [--context C...] [--prefill P] [--steps N] [--device cuda|cpu] [--seed N] [--json FILE]\n"
+    "                                          a model of that geometry with random weights, timed:\n"
+    "                                          decode steps (every batch × context; --batch alone: none)\n"
+    "                                          and a P-token prefill against their byte and FLOP floors\n"
     "  (generate and serve also take --device, --kv-cache-dtype, --indexer-cache-dtype; without\n"
     "   --model they use the demo model at models/demo/nvfp4)\n";
 
@@ -66,6 +71,7 @@ int main(int argc, char** argv) {
     if (command == "parse-completion") return tetra::run_parse_completion(args);
     if (command == "generate") return tetra::run_generate(args);
     if (command == "serve") return tetra::run_serve(args);
+    if (command == "bench") return tetra::run_bench(args);
     std::cerr << "tetra: unknown command '" << command << "'\n" << kUsage;
     return 2;
   } catch (const tetra::Error& e) {

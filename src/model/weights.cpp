@@ -294,6 +294,59 @@ ModelWeights::ModelWeights(const ModelConfig& config, const TensorStore& store) 
   }
 }
 
+ModelWeights::ModelWeights(const ModelConfig& config, std::vector<LinearWeight> linears, std::vector<ParamWeight> params,
+                           bool with_mtp) {
+  has_mtp_ = with_mtp;
+  std::vector<std::string> problems;
+  for (auto& l : linears) {
+    const std::string role = l.role;
+    if (!linears_.emplace(role, std::move(l)).second) problems.push_back("linear " + role + " given twice");
+  }
+  for (auto& p : params) {
+    const std::string role = p.role;
+    if (!params_.emplace(role, std::move(p)).second) problems.push_back("tensor " + role + " given twice");
+  }
+  const auto expected = expected_roles(config, with_mtp);
+  std::unordered_map<std::string, RoleKind> known;
+  for (const auto& e : expected) known.emplace(e.role, e.kind);
+  for (const auto& [role, _] : linears_)
+    if (auto it = known.find(role); it == known.end() || it->second != RoleKind::linear)
+      problems.push_back("linear " + role + " is not a role of this config");
+  for (const auto& [role, _] : params_)
+    if (auto it = known.find(role); it == known.end() || it->second == RoleKind::linear)
+      problems.push_back("tensor " + role + " is not a role of this config");
+  for (const auto& e : expected) {
+    if (e.kind == RoleKind::linear) {
+      auto it = linears_.find(e.role);
+      if (it == linears_.end()) {
+        if (!e.optional) problems.push_back("missing linear " + e.role);
+        continue;
+      }
+      if (Shape{it->second.out, it->second.in} != e.shape)
+        problems.push_back("linear " + e.role + " is " + shape_str({it->second.out, it->second.in}) + ", expected " +
+                           shape_str(e.shape));
+      linear_order_.push_back(&it->second);
+    } else {
+      auto it = params_.find(e.role);
+      if (it == params_.end()) {
+        if (!e.optional) problems.push_back("missing tensor " + e.role);
+        continue;
+      }
+      if (it->second.view.shape != e.shape)
+        problems.push_back("tensor " + e.role + " is " + shape_str(it->second.view.shape) + ", expected " +
+                           shape_str(e.shape));
+      param_order_.push_back(&it->second);
+    }
+  }
+  if (!problems.empty()) {
+    std::string msg = "weights given by role do not match the config (" + std::to_string(problems.size()) + " problems):";
+    const size_t shown = std::min<size_t>(problems.size(), 20);
+    for (size_t i = 0; i < shown; ++i) msg += "\n  " + problems[i];
+    if (shown < problems.size()) msg += "\n  ... and " + std::to_string(problems.size() - shown) + " more";
+    model_error(msg);
+  }
+}
+
 const LinearWeight& ModelWeights::linear(const std::string& role) const {
   auto it = linears_.find(role);
   if (it == linears_.end()) model_error("no linear weight '", role, "' in this checkpoint");

@@ -46,6 +46,11 @@ class ModelWeights {
   // Resolves every tensor of `store`; throws a model Error listing each missing, unknown,
   // duplicated or mis-shaped tensor by name.
   ModelWeights(const ModelConfig& config, const TensorStore& store);
+  // Weights already resolved to their roles (synthetic models, benchmarks): exactly the roles
+  // expected_roles() lists for `config` (optional ones may be absent), each of its shape;
+  // throws a model Error listing every missing, unknown or mis-shaped role.
+  ModelWeights(const ModelConfig& config, std::vector<LinearWeight> linears, std::vector<ParamWeight> params,
+               bool with_mtp);
 
   const LinearWeight& linear(const std::string& role) const;
   const ParamWeight& param(const std::string& role) const;

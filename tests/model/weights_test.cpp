@@ -185,5 +185,48 @@ TEST(Weights, TransformersSavePretrainedCheckpoint) {
   EXPECT_LT(max_id, float(config.n_routed_experts));
 }
 
+// Weights handed over already resolved (synthetic models) are checked role by role.
+TEST(Weights, ResolvedRolesAreCheckedAgainstTheConfig) {
+  const std::string dir = TETRA_SOURCE_DIR "/tests/data/hf_save_pretrained";
+  const ModelConfig config = load_model_config(dir);
+  const TensorStore store(dir);
+  const ModelWeights from_files(config, store);
+  std::vector<LinearWeight> linears;
+  std::vector<ParamWeight> params;
+  for (const auto* l : from_files.linears()) linears.push_back(*l);
+  for (const auto* p : from_files.params()) params.push_back(*p);
+  const ModelWeights same(config, linears, params, false);
+  EXPECT_EQ(same.total_bytes(), from_files.total_bytes());
+  EXPECT_EQ(same.linears().size(), from_files.linears().size());
+  EXPECT_EQ(same.linear("layers.1.attn.wkv").weight.data, from_files.linear("layers.1.attn.wkv").weight.data);
+
+  auto problems = [&](std::vector<LinearWeight> l, std::vector<ParamWeight> p) -> std::string {
+    try {
+      const ModelWeights w(config, std::move(l), std::move(p), false);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::model);
+      return e.what();
+    }
+    return "";
+  };
+  auto without = [](std::vector<LinearWeight> v, const std::string& role) {
+    std::erase_if(v, [&](const LinearWeight& w) { return w.role == role; });
+    return v;
+  };
+  EXPECT_NE(problems(without(linears, "layers.2.attn.wq_b"), params).find("missing linear layers.2.attn.wq_b"),
+            std::string::npos);
+  auto reshaped = linears;
+  for (auto& l : reshaped)
+    if (l.role == "head") l.out -= 1;
+  EXPECT_NE(problems(reshaped, params).find("linear head is"), std::string::npos);
+  auto doubled = params;
+  doubled.push_back(params.front());
+  EXPECT_NE(problems(linears, doubled).find("given twice"), std::string::npos);
+  auto extra = linears;
+  extra.push_back(linears.front());
+  extra.back().role = "layers.9.attn.wq_a";
+  EXPECT_NE(problems(extra, params).find("linear layers.9.attn.wq_a is not a role of this config"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tetra

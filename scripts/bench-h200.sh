@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# For the GPU machine: one command for issue 8's figures. Builds tetra and the kernel
+# benchmarks for the local GPU, then runs, each under its own time limit:
+#   1. tetra bench --synthetic v4-flash, 20 layers, NVFP4: a prefill of 8192 tokens, and decode at
+#      batch 1 and 32 at 4k, 64k and 1M context (1048575 tokens held: the new token takes the
+#      last position the model has), with the measured ceilings;
+#   2. the peer comparison at a layer count bf16 transformers fits on one GPU (4): tetra bench
+#      and tools/transformers_baseline.py, batch-1 decode at context P and a P-token prefill;
+#   3. the kernel benchmarks under bench/ (with --json where they offer it);
+# and writes docs/perf/h200-v4-flash.json (tools/perf_summary.py; a copy and every log and JSON
+# under $OUT) and a summary table last. Settings through the environment:
+#   TETRA_BENCH_LAYERS (20)  TETRA_BENCH_BATCHES ("1 32")  TETRA_BENCH_CONTEXTS ("4096 65536 1048575")
+#   TETRA_BENCH_PREFILL (8192)  TETRA_BENCH_STEPS (5)  TETRA_PEER_LAYERS (4)  TETRA_PEER_PREFILL (8192)
+#   TETRA_BENCH_LIMIT (seconds for step 1: 900)  TETRA_SKIP_BUILD=1 reuses build-gpu/.
+# Dependencies the machine lacks come from .gpu_carry/deps when present (tools/pack_gpu_deps.sh).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+out=${OUT:-/tmp/tetra-bench}
+mkdir -p "$out"
+log=$out/bench-h200.log
+: >"$log"
+for d in .gpu_carry/deps/usr ../deps/usr; do
+  [ -d "$d" ] && export CMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH:-$PWD/$d}
+done
+layers=${TETRA_BENCH_LAYERS:-20}
+batches=${TETRA_BENCH_BATCHES:-1 32}
+contexts=${TETRA_BENCH_CONTEXTS:-4096 65536 1048575}
+prefill=${TETRA_BENCH_PREFILL:-8192}
+steps=${TETRA_BENCH_STEPS:-5}
+peer_layers=${TETRA_PEER_LAYERS:-4}
+peer_prefill=${TETRA_PEER_PREFILL:-8192}
+
+summary=()
+# step NAME SECONDS COMMAND...: COMMAND under a time limit, its output on the console and in the
+# log; records the result and the time taken.
+step() {
+  local name=$1 limit=$2 start=$SECONDS rc result=ok
+  shift 2
+  echo "== $name" | tee -a "$log"
+  timeout "$limit" "$@" 2>&1 | tee -a "$log"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 124 ] && result="timed out after ${limit}s"
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && result="FAILED (exit $rc)"
+  summary+=("$(printf '%-40s %-24s %5ss' "$name" "$result" $((SECONDS - start)))")
+  return "$rc"
+}
+
+if [ "${TETRA_SKIP_BUILD:-0}" != 1 ]; then
+  step build 600 bash -c "cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=${TETRA_CUDA_ARCHS:-90a} -DBUILD_TESTING=OFF >/dev/null && ninja -C build-gpu tetra bench/all" ||
+    { echo "build failed"; exit 1; }
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$log"
+tetra=build-gpu/src/tetra
+
+# shellcheck disable=SC2086  # the lists are meant to split
+step "tetra bench v4-flash, $layers layers" "${TETRA_BENCH_LIMIT:-900}" $tetra bench --synthetic v4-flash \
+  --layers "$layers" --format nvfp4 --batch $batches --context $contexts --prefill "$prefill" --steps "$steps" \
+  --json "$out/tetra.json"
+step "tetra bench v4-flash, $peer_layers layers (peer)" 600 $tetra bench --synthetic v4-flash \
+  --layers "$peer_layers" --format nvfp4 --batch 1 --context "$peer_prefill" --prefill "$peer_prefill" \
+  --steps "$steps" --json "$out/tetra_peer.json"
+step "transformers bf16, $peer_layers layers" 600 python3 tools/transformers_baseline.py --synthetic v4-flash \
+  --layers "$peer_layers" --prefill "$peer_prefill" --decode-steps "$steps" --json "$out/transformers.json"
+
+kernel_json=()
+for b in build-gpu/bench/tetra_cuda_*; do
+  [ -x "$b" ] || continue
+  name=$(basename "$b")
+  if grep -q -- '--json' "bench/${name#tetra_}".c* 2>/dev/null; then
+    step "$name" 300 "$b" --json "$out/$name.json" && kernel_json+=("$out/$name.json")
+  else
+    step "$name" 300 "$b"
+  fi
+done
+
+mkdir -p docs/perf
+step "summary" 60 python3 tools/perf_summary.py --tetra "$out/tetra.json" --tetra-peer "$out/tetra_peer.json" \
+  --baseline "$out/transformers.json" --kernel "${kernel_json[@]}" \
+  --command "scripts/bench-h200.sh (TETRA_BENCH_LAYERS=$layers TETRA_BENCH_BATCHES='$batches' TETRA_BENCH_CONTEXTS='$contexts' TETRA_BENCH_PREFILL=$prefill TETRA_BENCH_STEPS=$steps TETRA_PEER_LAYERS=$peer_layers TETRA_PEER_PREFILL=$peer_prefill)" \
+  --out docs/perf/h200-v4-flash.json
+cp docs/perf/h200-v4-flash.json "$out/" 2>/dev/null
+
+echo
+echo "== summary =="
+printf '%s\n' "${summary[@]}"

@@ -1,0 +1,184 @@
+#include "bench/bench_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <new>
+
+#include "backend/backend.h"
+#include "bench/geometry.h"
+#include "bench/kv_capacity.h"
+#include "bench/load_progress.h"
+#include "bench/random_fill.h"
+#include "bench/synthetic_state.h"
+#include "core/error.h"
+
+namespace tetra::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+void check(const BenchOptions& o) {
+  if (o.batches.empty() && o.prefill == 0) usage_error("nothing to time: give --batch or --prefill");
+  for (int64_t b : o.batches)
+    if (b < 1) usage_error("--batch values must be at least 1, got ", b);
+  if (!o.batches.empty() && o.contexts.empty()) usage_error("--context needs at least one value");
+  if (o.steps < 1) usage_error("--steps must be at least 1, got ", o.steps);
+}
+
+// Runs `f`, turning a run-time failure (out of device or host memory, a failed CUDA call) into
+// the point's error message; usage and model errors still stop the benchmark.
+template <class F>
+void recorded(std::string& error, std::ostream& log, F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::runtime) throw;
+    error = e.what();
+  } catch (const std::bad_alloc&) {
+    error = "out of host memory";
+  }
+  if (!error.empty()) log << "  failed: " << error << "\n";
+}
+
+}  // namespace
+
+double DecodeResult::median_seconds() const { return median(step_seconds); }
+double PrefillResult::median_seconds() const { return median(seconds); }
+
+BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::function<void(const BenchReport&)>& on_result) {
+  check(o);
+  BenchReport r;
+  r.options = o;
+  r.config = synthetic_geometry(o.geometry, o.layers);
+  const ModelConfig& c = r.config;
+  for (int64_t ctx : o.contexts)
+    if (ctx < 0 || ctx >= c.max_position_embeddings)
+      usage_error("--context values must be in [0, ", c.max_position_embeddings, "), got ", ctx);
+  if (o.prefill < 0 || o.prefill > c.max_position_embeddings)
+    usage_error("--prefill must be in [0, ", c.max_position_embeddings, "], got ", o.prefill);
+
+  const auto backend = make_backend(o.device);
+  Backend& be = *backend;
+  r.device = device_info(o.device);
+  log << "device: " << r.device.name << "\n";
+  r.ceilings = measure_ceilings(o.device);
+  log << "copy bandwidth: " << r.ceilings.copy_bytes_per_s / 1e9 << " GB/s (read + write)";
+  if (r.ceilings.matrix_flops_per_s) log << ", bf16 matrix rate: " << *r.ceilings.matrix_flops_per_s / 1e12 << " TFLOP/s";
+  log << "\n";
+
+  const ModelConfig full = synthetic_geometry(o.geometry, std::nullopt);
+  r.capacity.bytes_per_sequence = kv_bytes_per_sequence(full, r.capacity.tokens, o.caches);
+  r.capacity.bytes_per_sequence_benchmarked = kv_bytes_per_sequence(c, r.capacity.tokens, o.caches);
+  r.capacity.model_weight_bytes = synthetic_model_bytes(full, o.format);
+  r.capacity.gpu_memory = r.device.memory;
+  if (r.device.memory) {
+    r.capacity.one_gpu = sequences_that_fit(*r.device.memory, 1, r.capacity.model_weight_bytes, r.capacity.bytes_per_sequence);
+    r.capacity.two_gpus = sequences_that_fit(*r.device.memory, 2, r.capacity.model_weight_bytes, r.capacity.bytes_per_sequence);
+  }
+
+  auto t0 = Clock::now();
+  const SyntheticWeights synthetic(c, o.format, o.seed);
+  r.generate_seconds = seconds_since(t0);
+  r.host_bytes = synthetic.host_bytes();
+  r.weight_bytes = synthetic_model_bytes(c, o.format);
+  log << c.n_layers << " layers, " << synthetic_format_name(o.format) << ": " << double(r.weight_bytes) / 1e9
+      << " GB of weights from " << double(r.host_bytes) / 1e9 << " GB of shared host buffers (" << r.generate_seconds
+      << " s to generate)\n";
+  t0 = Clock::now();
+  std::optional<Model> model;
+  {
+    const LoadProgress progress(log, o.device, r.weight_bytes, std::chrono::seconds(5));
+    model.emplace(c, synthetic.weights(), be, o.caches);
+  }
+  r.load_seconds = seconds_since(t0);
+  log << "loaded in " << r.load_seconds << " s\n";
+
+  SplitMix64 ids(o.seed ^ 0x1d5);
+  auto random_tokens = [&](int64_t n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& id : t) id = int32_t(ids.next() % uint64_t(c.vocab_size));
+    return t;
+  };
+  // Downloading one value waits for everything queued before it: the end of a step.
+  const Tensor fence = be.upload(std::vector<float>{0.0f}, {1});
+  auto finish = [&] { be.download(fence); };
+
+  // The prefill first: long-context decode points at the end are the ones a time limit may cut.
+  if (o.prefill > 0) {
+    PrefillResult p;
+    p.tokens = o.prefill;
+    p.flops = prefill_flops(c, o.prefill);
+    log << "prefill: " << o.prefill << " tokens\n";
+    recorded(p.error, log, [&] {
+      {  // warm-up: first-use work (expert tables, pools) stays out of the timing
+        SequenceState s = model->new_sequence();
+        model->step({&s}, {random_tokens(std::min<int64_t>(o.prefill, 2 * c.window))});
+        finish();
+      }
+      // Up to 3 runs while they take under 10 s together.
+      double spent = 0;
+      while (p.seconds.size() < 3 && spent < 10) {
+        SequenceState s = model->new_sequence();
+        const std::vector<std::vector<int32_t>> tokens{random_tokens(o.prefill)};
+        finish();
+        const auto s0 = Clock::now();
+        model->step({&s}, tokens);
+        finish();
+        p.seconds.push_back(seconds_since(s0));
+        spent += p.seconds.back();
+      }
+    });
+    if (p.error.empty()) log << "  " << p.median_seconds() << " s\n";
+    r.prefill = std::move(p);
+    if (on_result) on_result(r);
+  }
+  for (int64_t ctx : o.contexts) {
+    if (o.batches.empty()) break;
+    std::optional<RowPool> pool;
+    std::string pool_error;
+    recorded(pool_error, log, [&] { pool.emplace(be, c, ctx, o.seed ^ uint64_t(ctx)); });
+    for (int64_t batch : o.batches) {
+      DecodeResult d;
+      d.batch = batch;
+      d.context = ctx;
+      d.floor_bytes = decode_step_bytes(c, synthetic.weights(), batch, ctx, o.caches);
+      log << "decode: batch " << batch << ", context " << ctx << "\n";
+      d.error = pool_error;
+      if (d.error.empty())
+        recorded(d.error, log, [&] {
+          std::vector<SequenceState> states;
+          std::vector<SequenceState*> active;
+          for (int64_t s = 0; s < batch; ++s) {
+            states.push_back(model->new_sequence());
+            fill_synthetic_state(be, c, o.caches, ctx, *pool, states.back());
+          }
+          for (auto& s : states) active.push_back(&s);
+          for (int64_t step = 0; step <= o.steps; ++step) {
+            std::vector<std::vector<int32_t>> tokens;
+            for (int64_t s = 0; s < batch; ++s) tokens.push_back(random_tokens(1));
+            finish();
+            const auto s0 = Clock::now();
+            model->step(active, tokens);
+            finish();
+            if (step > 0) d.step_seconds.push_back(seconds_since(s0));  // step 0 warms up
+          }
+        });
+      if (d.error.empty()) log << "  " << d.median_seconds() * 1e3 << " ms per step\n";
+      r.decode.push_back(std::move(d));
+      if (on_result) on_result(r);
+    }
+  }
+
+  return r;
+}
+
+}  // namespace tetra::bench

@@ -1,0 +1,20 @@
+#pragma once
+// KV capacity: the bytes of one sequence's attention state by the SPEC's arithmetic, and how
+// many such sequences fit beside the weights.
+#include <cstdint>
+
+#include "model/config.h"
+#include "model/forward.h"
+
+namespace tetra::bench {
+
+// After `tokens` tokens: per layer the sliding window (kv_layout's ring of `window` entries),
+// one compressed entry per complete window of `ratio` tokens, and on CSA layers one indexer key
+// per entry (fp8 KV: 584-byte entries, fp4 indexer: 68-byte keys for V4).
+uint64_t kv_bytes_per_sequence(const ModelConfig& c, int64_t tokens, CacheTypes caches);
+
+// Whole sequences of `per_sequence` bytes that fit in `gpus` devices of `device_bytes` each
+// once `weight_bytes` are placed (0 when the weights alone do not fit).
+int64_t sequences_that_fit(uint64_t device_bytes, int gpus, uint64_t weight_bytes, uint64_t per_sequence);
+
+}  // namespace tetra::bench

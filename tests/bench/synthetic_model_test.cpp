@@ -1,0 +1,117 @@
+// Synthetic models for `tetra bench`: the published formats per role, well-scaled values that
+// decode exactly like checkpoint tensors, shared host buffers, and sequence state filled to a
+// context, run through the CPU reference forward.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "backend/backend.h"
+#include "bench/synthetic_state.h"
+#include "bench/synthetic_weights.h"
+#include "model/forward.h"
+#include "support/tiny_checkpoint.h"
+
+namespace tetra::bench {
+namespace {
+
+ModelConfig tiny() {
+  ModelConfig c = testing::tiny_config();  // layers: sliding, CSA (4), HCA (8), CSA; hash layer 0
+  c.n_mtp_layers = 0;
+  return c;
+}
+
+double rms(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += double(x) * x;
+  return std::sqrt(s / double(v.size()));
+}
+
+TEST(SyntheticWeights, FormatsFollowThePublishedCheckpoints) {
+  for (SyntheticFormat f : {SyntheticFormat::nvfp4, SyntheticFormat::mxfp4_fp8}) {
+    const bool nv = f == SyntheticFormat::nvfp4;
+    EXPECT_EQ(synthetic_weight_format("layers.3.ffn.experts.7.w2", f), nv ? WeightFormat::nvfp4 : WeightFormat::mxfp4);
+    for (const char* role : {"layers.0.attn.wq_a", "layers.0.attn.wq_b", "layers.0.attn.wkv", "layers.0.attn.wo_a",
+                             "layers.0.attn.wo_b", "layers.0.ffn.shared_experts.w1", "layers.2.attn.indexer.wq_b"})
+      EXPECT_EQ(synthetic_weight_format(role, f), nv ? WeightFormat::fp8_tensor : WeightFormat::fp8_block) << role;
+    for (const char* role : {"head", "layers.0.ffn.gate", "layers.2.attn.compressor.wkv",
+                             "layers.2.attn.indexer.compressor.wgate", "layers.2.attn.indexer.weights_proj"})
+      EXPECT_EQ(synthetic_weight_format(role, f), WeightFormat::dense) << role;
+  }
+}
+
+TEST(SyntheticWeights, WellScaledSharedAndCountedRight) {
+  const ModelConfig c = tiny();
+  for (SyntheticFormat f : {SyntheticFormat::nvfp4, SyntheticFormat::mxfp4_fp8}) {
+    const SyntheticWeights s(c, f, 3);
+    const ModelWeights& w = s.weights();
+    uint64_t total = 0;
+    std::set<WeightFormat> seen;
+    for (const LinearWeight* l : w.linears()) {
+      total += l->bytes();
+      seen.insert(l->format);
+      EXPECT_EQ(l->format, synthetic_weight_format(l->role, f)) << l->role;
+      // every format decodes to values of standard deviation 1/sqrt(fan_in)
+      const double ratio = rms(dequantize(*l)) * std::sqrt(double(l->in));
+      EXPECT_GT(ratio, 0.8) << l->role;
+      EXPECT_LT(ratio, 1.25) << l->role;
+    }
+    EXPECT_EQ(seen.size(), 3u);  // dense, FP8, FP4
+    for (const ParamWeight* p : w.params()) total += 4 * uint64_t(p->view.numel());
+    EXPECT_EQ(total, synthetic_model_bytes(c, f));
+    // tensors of one shape and format view one host buffer
+    EXPECT_EQ(w.linear("layers.1.ffn.experts.0.w1").weight.data, w.linear("layers.3.ffn.experts.2.w1").weight.data);
+    EXPECT_LT(s.host_bytes(), total);
+  }
+  const SyntheticWeights s(c, SyntheticFormat::nvfp4, 3);
+  const std::vector<float> table = to_f32(s.weights().param("layers.0.ffn.gate.tid2eid").view);
+  for (int64_t t = 0; t < c.vocab_size; ++t) {
+    std::set<float> experts(table.begin() + t * c.n_activated_experts, table.begin() + (t + 1) * c.n_activated_experts);
+    EXPECT_EQ(int64_t(experts.size()), c.n_activated_experts) << "token " << t;
+    EXPECT_GE(*experts.begin(), 0);
+    EXPECT_LT(*experts.rbegin(), c.n_routed_experts);
+  }
+  EXPECT_FALSE(s.weights().has_param("layers.0.ffn.gate.bias"));  // hash layers have none
+  EXPECT_TRUE(s.weights().has_param("layers.1.ffn.gate.bias"));
+}
+
+TEST(SyntheticState, FillsEveryLayerKindToTheContextAndDecodes) {
+  const ModelConfig c = tiny();
+  const SyntheticWeights s(c, SyntheticFormat::nvfp4, 5);
+  const auto be = make_backend("cpu");
+  const CacheTypes caches;
+  Model model(c, s.weights(), *be, caches);
+  for (int64_t context : {0, 3, 21}) {
+    const RowPool pool(*be, c, context, 9);
+    SequenceState state = model.new_sequence();
+    fill_synthetic_state(*be, c, caches, context, pool, state);
+    EXPECT_EQ(state.length, context);
+    for (int64_t i = 0; i < c.n_layers; ++i) {
+      const LayerState& l = state.layers[size_t(i)];
+      const int64_t ratio = c.compress_ratios[size_t(i)];
+      const int64_t window = std::min(context, c.window - 1);
+      EXPECT_EQ(l.recent_kv.empty() ? 0 : l.recent_kv.rows(), window) << "layer " << i;
+      const int64_t entries = ratio ? context / ratio : 0;
+      EXPECT_EQ(l.compressed.empty() ? 0 : l.compressed.rows(), entries) << "layer " << i;
+      if (ratio == 0) continue;
+      EXPECT_EQ(l.compressor.windows, entries);
+      EXPECT_EQ(l.compressor.pending_kv.empty() ? 0 : l.compressor.pending_kv.rows(), context % ratio);
+      if (ratio == 4) {
+        EXPECT_EQ(l.indexer_keys.empty() ? 0 : l.indexer_keys.rows(), entries);
+        EXPECT_EQ(l.compressor.previous_kv.empty() ? 0 : l.compressor.previous_kv.rows(), entries ? ratio : 0);
+        EXPECT_EQ(l.indexer.pending_kv.empty() ? 0 : l.indexer.pending_kv.dim(1), context % ratio ? 2 * c.index_head_dim : 0);
+      }
+    }
+    // Decode steps continue it; compressed entries complete on schedule.
+    for (int step = 0; step < 4; ++step) {
+      const auto out = model.step({&state}, {{int32_t(step + 2)}});
+      for (float x : be->download(out.logits)) ASSERT_TRUE(std::isfinite(x));
+    }
+    EXPECT_EQ(state.length, context + 4);
+    EXPECT_EQ(state.layers[1].compressed.empty() ? 0 : state.layers[1].compressed.rows(), (context + 4) / 4);
+    EXPECT_EQ(state.layers[2].compressed.empty() ? 0 : state.layers[2].compressed.rows(), (context + 4) / 8);
+  }
+}
+
+}  // namespace
+}  // namespace tetra::bench

@@ -1,0 +1,84 @@
+// tetra bench --synthetic end to end on the CPU backend with a tiny geometry: the table, the
+// JSON (every point, its floor, the ceilings, the headline), and usage errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_runner.h"
+#include "model/config_writer.h"
+#include "support/tiny_checkpoint.h"
+
+namespace tetra {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class BenchCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tetra_bench_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "config.json") << model_config_json(testing::tiny_config(), ConfigForm::legacy);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  testing::CommandResult bench(const std::string& options) {
+    return testing::run_command(std::string(TETRA_BINARY) + " bench --device cpu --synthetic " + dir_.string() + " " + options);
+  }
+  fs::path dir_;
+};
+
+TEST_F(BenchCli, TimesDecodeAndPrefillAgainstTheirFloors) {
+  const fs::path out = dir_ / "bench.json";
+  const auto r = bench("--batch 1 2 --context 0 21 --prefill 16 --steps 2 --format mxfp4-fp8 --json " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("x floor"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("prefill 16 tokens"), std::string::npos) << r.output;
+  std::ifstream in(out);
+  const json j = json::parse(in);
+  EXPECT_EQ(j["layers"], 4);
+  EXPECT_EQ(j["format"], "mxfp4-fp8");
+  EXPECT_EQ(j["device"]["kind"], "cpu");
+  EXPECT_NE(j["command"].get<std::string>().find("--prefill 16"), std::string::npos);
+  EXPECT_GT(j["ceilings"]["copy_bytes_per_s"].get<double>(), 0);
+  EXPECT_TRUE(j["ceilings"]["bf16_matrix_flops_per_s"].is_null());  // no GPU: no matrix rate
+  ASSERT_EQ(j["decode"].size(), 4u);
+  for (const auto& d : j["decode"]) {
+    ASSERT_TRUE(d["error"].is_null()) << d.dump();
+    EXPECT_EQ(d["samples"].size(), 2u);
+    EXPECT_GT(d["step_seconds"].get<double>(), 0);
+    EXPECT_GT(d["floor"]["seconds"].get<double>(), 0);
+    EXPECT_NEAR(d["tokens_per_s"].get<double>(), d["batch"].get<double>() / d["step_seconds"].get<double>(), 1e-6);
+  }
+  // the context-0 point reads no KV; 21 tokens of context do
+  EXPECT_EQ(j["decode"][0]["context"], 0);
+  EXPECT_EQ(j["decode"][0]["floor"]["kv_bytes"].get<double>(), 0.0);
+  EXPECT_GT(j["decode"][2]["floor"]["kv_bytes"].get<double>(), 0.0);
+  EXPECT_EQ(j["prefill"]["tokens"], 16);
+  EXPECT_GT(j["prefill"]["tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(j["prefill"]["flops"]["total"].get<double>(), 0);
+  EXPECT_TRUE(j["headline"]["decode_b1_step_over_floor"].is_number());
+  EXPECT_TRUE(j["headline"]["decode_b32_over_b1"].is_null());  // no batch 32 in this run
+  EXPECT_GT(j["kv_capacity"]["bytes_per_sequence"].get<double>(), 0);
+  EXPECT_TRUE(j["kv_capacity"]["sequences_one_gpu"].is_null());
+}
+
+TEST_F(BenchCli, OptionErrorsAreUsageErrors) {
+  for (const char* bad : {"--format fp8", "--layers 9", "--layers 0", "--batch 0", "--batch x", "--context -3",
+                          "--steps 0", "--batch 1 --batch 2", "--frobnicate 1", "--device tpu"}) {
+    const auto r = bench(bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("error"), std::string::npos) << bad;
+  }
+  const auto missing = testing::run_command(std::string(TETRA_BINARY) + " bench --device cpu");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("--synthetic"), std::string::npos) << missing.output;
+  const auto unknown = testing::run_command(std::string(TETRA_BINARY) + " bench --device cpu --synthetic v5");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.output.find("v4-flash"), std::string::npos) << unknown.output;
+}
+
+}  // namespace
+}  // namespace tetra
