@@ -9,7 +9,6 @@
 #include "bench/kv_capacity.h"
 #include "bench/load_progress.h"
 #include "bench/random_fill.h"
-#include "bench/synthetic_state.h"
 #include "core/error.h"
 
 namespace tetra::bench {
@@ -143,35 +142,33 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
   }
   for (int64_t ctx : o.contexts) {
     if (o.batches.empty()) break;
-    std::optional<RowPool> pool;
-    std::string pool_error;
-    recorded(pool_error, log, [&] { pool.emplace(be, c, ctx, o.seed ^ uint64_t(ctx)); });
     for (int64_t batch : o.batches) {
       DecodeResult d;
       d.batch = batch;
       d.context = ctx;
       d.floor_bytes = decode_step_bytes(c, synthetic.weights(), batch, ctx, o.caches);
       log << "decode: batch " << batch << ", context " << ctx << "\n";
-      d.error = pool_error;
-      if (d.error.empty())
-        recorded(d.error, log, [&] {
-          std::vector<SequenceState> states;
-          std::vector<SequenceState*> active;
-          for (int64_t s = 0; s < batch; ++s) {
-            states.push_back(model->new_sequence());
-            fill_synthetic_state(be, c, o.caches, ctx, *pool, states.back());
-          }
-          for (auto& s : states) active.push_back(&s);
-          for (int64_t step = 0; step <= o.steps; ++step) {
-            std::vector<std::vector<int32_t>> tokens;
-            for (int64_t s = 0; s < batch; ++s) tokens.push_back(random_tokens(1));
-            finish();
-            const auto s0 = Clock::now();
-            model->step(active, tokens);
-            finish();
-            if (step > 0) d.step_seconds.push_back(seconds_since(s0));  // step 0 warms up
-          }
-        });
+      recorded(d.error, log, [&] {
+        // The sequences "have seen" ctx tokens: their cache blocks are taken (in one pool
+        // allocation, so that it need not grow by copying) and read as they are.
+        model->reserve_cache(batch * model->cache_layout().blocks_for(ctx + o.steps + 1, c.n_layers));
+        std::vector<SequenceState> states;
+        std::vector<SequenceState*> active;
+        for (int64_t s = 0; s < batch; ++s) {
+          states.push_back(model->new_sequence());
+          model->resize(states.back(), ctx);
+        }
+        for (auto& s : states) active.push_back(&s);
+        for (int64_t step = 0; step <= o.steps; ++step) {
+          std::vector<std::vector<int32_t>> tokens;
+          for (int64_t s = 0; s < batch; ++s) tokens.push_back(random_tokens(1));
+          finish();
+          const auto s0 = Clock::now();
+          model->step(active, tokens);
+          finish();
+          if (step > 0) d.step_seconds.push_back(seconds_since(s0));  // step 0 warms up
+        }
+      });
       if (d.error.empty()) log << "  " << d.median_seconds() * 1e3 << " ms per step\n";
       r.decode.push_back(std::move(d));
       if (on_result) on_result(r);

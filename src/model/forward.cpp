@@ -135,6 +135,7 @@ void Model::resize(SequenceState& s, int64_t tokens) {
   const auto& streams = cache_->layout().streams();
   for (size_t i = 0; i < streams.size(); ++i)
     if (streams[i].layer < config_.n_layers) cache_->reserve(slot, int64_t(i), cache_->layout().rows(streams[i], tokens));
+  cache_->zero_blocks(slot);
   s.length = tokens;
 }
 

@@ -30,9 +30,8 @@ class Model {
 
   SequenceState new_sequence() const;
   // Sizes `s` for `tokens` tokens without running them (long-context benchmarks): it takes the
-  // blocks of every main layer's state for that length and sets the length. The cached rows
-  // are whatever those blocks hold (zeros in fresh blocks), so a step reads and writes exactly
-  // what it would at that length.
+  // blocks of every main layer's state for that length, zeroed, and sets the length; a step
+  // then reads and writes exactly what it would at that length.
   void resize(SequenceState& s, int64_t tokens);
   const PagedLayout& cache_layout() const;
   // Takes the cache pool's memory for `blocks` blocks now (a GPU server sizes it at start-up).

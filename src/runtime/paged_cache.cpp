@@ -75,6 +75,28 @@ int64_t PagedCache::blocks_held(int32_t slot) const {
   return n;
 }
 
+void PagedCache::zero_blocks(int32_t slot) {
+  std::lock_guard lock(mutex_);
+  const size_t streams = layout_.streams().size();
+  std::vector<int32_t> blocks;
+  for (size_t s = 0; s < streams; ++s) {
+    const auto first = host_tables_.begin() + slot * width_ + offset_[s];
+    blocks.insert(blocks.end(), first, first + held_[size_t(slot) * streams + s]);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  // one copy per run of consecutive blocks, from a zero source of at most kRun blocks
+  constexpr int64_t kRun = 1024;
+  Tensor zero;
+  for (size_t i = 0; i < blocks.size();) {
+    size_t j = i + 1;
+    while (j < blocks.size() && blocks[j] == blocks[j - 1] + 1 && int64_t(j - i) < kRun) ++j;
+    const int64_t count = int64_t(j - i);
+    if (zero.empty() || zero.rows() < count) zero = be_.zeros({std::min<int64_t>(kRun, int64_t(blocks.size())), layout_.block_bytes()}, ElemType::u8);
+    be_.copy_into(pool_.rows_view(blocks[i], count), zero.rows_view(0, count));
+    i = j;
+  }
+}
+
 void PagedCache::reserve_pool(int64_t blocks) {
   std::lock_guard lock(mutex_);
   if (blocks > pool_blocks_) grow_pool(blocks - pool_blocks_);

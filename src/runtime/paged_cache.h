@@ -26,6 +26,9 @@ class PagedCache {
   void reserve(int32_t slot, int64_t stream, int64_t rows);
   // Takes the pool to at least `blocks` blocks now, so that it need not grow (and copy) later.
   void reserve_pool(int64_t blocks);
+  // Zeros every block the slot holds (blocks come back from other sequences as they left them:
+  // a sequence sized without running its tokens must not read their rows).
+  void zero_blocks(int32_t slot);
   PagedRows rows(int64_t stream) const;
   uint64_t generation() const;
   int64_t blocks_in_use() const;  // blocks held by slots

@@ -1,13 +1,13 @@
 // Synthetic models for `tetra bench`: the published formats per role, well-scaled values that
-// decode exactly like checkpoint tensors, shared host buffers, and sequence state filled to a
-// context, run through the CPU reference forward.
+// decode exactly like checkpoint tensors, shared host buffers, and sequences sized to a context
+// without running it (Model::resize, what the bench times decode steps with), run through the
+// CPU reference forward.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 
 #include "backend/backend.h"
-#include "bench/synthetic_state.h"
 #include "bench/synthetic_weights.h"
 #include "model/forward.h"
 #include "support/tiny_checkpoint.h"
@@ -75,41 +75,24 @@ TEST(SyntheticWeights, WellScaledSharedAndCountedRight) {
   EXPECT_TRUE(s.weights().has_param("layers.1.ffn.gate.bias"));
 }
 
-TEST(SyntheticState, FillsEveryLayerKindToTheContextAndDecodes) {
+TEST(SyntheticState, ResizedSequencesHoldTheirContextsBlocksAndDecode) {
   const ModelConfig c = tiny();
   const SyntheticWeights s(c, SyntheticFormat::nvfp4, 5);
   const auto be = make_backend("cpu");
-  const CacheTypes caches;
-  Model model(c, s.weights(), *be, caches);
-  for (int64_t context : {0, 3, 21}) {
-    const RowPool pool(*be, c, context, 9);
+  Model model(c, s.weights(), *be, CacheTypes{});
+  for (int64_t context : {0, 3, 21, 300}) {
     SequenceState state = model.new_sequence();
-    fill_synthetic_state(*be, c, caches, context, pool, state);
+    model.resize(state, context);
     EXPECT_EQ(state.length, context);
-    for (int64_t i = 0; i < c.n_layers; ++i) {
-      const LayerState& l = state.layers[size_t(i)];
-      const int64_t ratio = c.compress_ratios[size_t(i)];
-      const int64_t window = std::min(context, c.window - 1);
-      EXPECT_EQ(l.recent_kv.empty() ? 0 : l.recent_kv.rows(), window) << "layer " << i;
-      const int64_t entries = ratio ? context / ratio : 0;
-      EXPECT_EQ(l.compressed.empty() ? 0 : l.compressed.rows(), entries) << "layer " << i;
-      if (ratio == 0) continue;
-      EXPECT_EQ(l.compressor.windows, entries);
-      EXPECT_EQ(l.compressor.pending_kv.empty() ? 0 : l.compressor.pending_kv.rows(), context % ratio);
-      if (ratio == 4) {
-        EXPECT_EQ(l.indexer_keys.empty() ? 0 : l.indexer_keys.rows(), entries);
-        EXPECT_EQ(l.compressor.previous_kv.empty() ? 0 : l.compressor.previous_kv.rows(), entries ? ratio : 0);
-        EXPECT_EQ(l.indexer.pending_kv.empty() ? 0 : l.indexer.pending_kv.dim(1), context % ratio ? 2 * c.index_head_dim : 0);
-      }
-    }
-    // Decode steps continue it; compressed entries complete on schedule.
-    for (int step = 0; step < 4; ++step) {
+    EXPECT_EQ(state.cache()->blocks_held(state.slot()), model.cache_layout().blocks_for(context, c.n_layers))
+        << "context " << context;
+    // Decode steps continue it, taking blocks as compressed entries complete.
+    for (int step = 0; step < 9; ++step) {
       const auto out = model.step({&state}, {{int32_t(step + 2)}});
-      for (float x : be->download(out.logits)) ASSERT_TRUE(std::isfinite(x));
+      for (float x : be->download(out.logits)) ASSERT_TRUE(std::isfinite(x)) << "context " << context << ", step " << step;
     }
-    EXPECT_EQ(state.length, context + 4);
-    EXPECT_EQ(state.layers[1].compressed.empty() ? 0 : state.layers[1].compressed.rows(), (context + 4) / 4);
-    EXPECT_EQ(state.layers[2].compressed.empty() ? 0 : state.layers[2].compressed.rows(), (context + 4) / 8);
+    EXPECT_EQ(state.length, context + 9);
+    EXPECT_GE(state.cache()->blocks_held(state.slot()), model.cache_layout().blocks_for(context + 9, c.n_layers));
   }
 }
 
