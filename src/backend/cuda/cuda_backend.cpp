@@ -29,6 +29,7 @@ void expect(bool ok, const char* op, const char* what) {
 // The device-side WeightRef tables of one layer's routed experts.
 struct ExpertTables {
   cuda::DeviceBuffer w1, w2, w3;
+  cuda::ExpertLayout layout;
   int64_t inter = 0;
   bool round_input = true;
 };
@@ -188,7 +189,7 @@ class CudaBackend final : public Backend {
     Tensor scratch = make({n * k * (t.inter + d)}, ElemType::f32);
     Tensor out = make({n, d}, ElemType::f32);
     cuda::routed_experts(x.data<float>(), n, d, t.inter, r.weights.data<float>(), r.experts.data<int32_t>(), k,
-                         t.w1.get<WeightRef>(), t.w2.get<WeightRef>(), t.w3.get<WeightRef>(), float(limit), t.round_input,
+                         t.w1.get<WeightRef>(), t.w2.get<WeightRef>(), t.w3.get<WeightRef>(), t.layout, float(limit), t.round_input,
                          scratch.data<float>(), out.data<float>(), stream());
     return out;
   }
@@ -345,9 +346,15 @@ class CudaBackend final : public Backend {
     LinearOnDevice& first = *w1.front().data<LinearOnDevice>();
     if (first.expert_tables) return *first.expert_tables;
     auto t = std::make_unique<ExpertTables>();
+    t->layout.up = weight_ref(w1.front(), t->round_input);
+    t->layout.down = weight_ref(w2.front(), t->round_input);
+    t->layout.uniform = true;
     auto table = [&](const std::vector<Tensor>& ws) {
       std::vector<WeightRef> refs;
-      for (const Tensor& w : ws) refs.push_back(weight_ref(w, t->round_input));
+      for (const Tensor& w : ws) {
+        refs.push_back(weight_ref(w, t->round_input));
+        t->layout.uniform &= cuda::same_layout(refs.back(), &ws == &w2 ? t->layout.down : t->layout.up);
+      }
       cuda::DeviceBuffer b(refs.size() * sizeof(WeightRef));
       TETRA_CUDA_CHECK(cudaMemcpyAsync(b.get(), refs.data(), b.bytes(), cudaMemcpyHostToDevice, stream()));
       stream_->synchronize();  // refs is freed on return
