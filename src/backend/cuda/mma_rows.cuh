@@ -68,6 +68,23 @@ __device__ __forceinline__ void chunk_mma(const uint4 (&raw)[kMmaTiles][2], cons
                                           const uint32_t (&second)[kMmaTiles][2], const float* const (&x)[NT],
                                           float (&acc)[kMmaTiles][NT][4]) {
   using C = MmaCodes<F>;
+  // The activation loads are L2 hits whose latency, paid once per group, bounded the first
+  // version (short rows took 8 µs whatever their size): when the chunk's activations fit in
+  // 64 registers, they are all requested before the first group's decode.
+  constexpr bool kPreload = NT * C::values <= 64;
+  float preloaded[kPreload ? NT : 1][kPreload ? C::values : 1];
+  if constexpr (kPreload) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int v = 0; v < C::values / 4; ++v) {
+        const float4 f = x[j] ? __ldg(reinterpret_cast<const float4*>(x[j]) + v) : make_float4(0, 0, 0, 0);
+        preloaded[j][4 * v] = f.x;
+        preloaded[j][4 * v + 1] = f.y;
+        preloaded[j][4 * v + 2] = f.z;
+        preloaded[j][4 * v + 3] = f.w;
+      }
+  }
 #pragma unroll
   for (int gi = 0; gi < C::steps / C::group_steps; ++gi) {
     uint32_t a[kMmaTiles][C::group_steps][4];
@@ -97,7 +114,10 @@ __device__ __forceinline__ void chunk_mma(const uint4 (&raw)[kMmaTiles][2], cons
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       float xv[C::group] = {};
-      if (x[j]) {
+      if constexpr (kPreload) {
+#pragma unroll
+        for (int v = 0; v < C::group; ++v) xv[v] = preloaded[j][gi * C::group + v];
+      } else if (x[j]) {
         const float4* src = reinterpret_cast<const float4*>(x[j] + gi * C::group);
 #pragma unroll
         for (int v = 0; v < C::group / 4; ++v) {

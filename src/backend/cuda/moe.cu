@@ -87,8 +87,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 }
 
 // ---- tensor-core decode path: one launch over every (token, slot) pair; a block of `warps`
-// warps splits the inputs of 16 rows of w1 and w3 (up) or 32 rows of w2 (down) of one pair.
-constexpr int kMaxSplit = 8;
+// warps splits the inputs of 16 rows of w1 and w3 (up) or 32 rows of w2 (down) of one pair
+// (one token: the instances fit the 128 registers of 16-warp blocks).
+constexpr int kMaxSplit = 16;
 
 // grid (inter / 16, n·k): h[pair, o] = swiglu(w1_e[o]·x_t, w3_e[o]·x_t)
 template <WeightFormat F, int P>
@@ -136,10 +137,10 @@ __global__ void __launch_bounds__(kMaxSplit * 32)
     }
 }
 
-// Warps per block: at least two chunks each, up to kMaxSplit, until the grid has ~4096 warps.
+// Warps per block: at least two chunks each, up to kMaxSplit, until the grid has ~2048 warps.
 int expert_split(int64_t blocks, int chunks) {
   int warps = 1;
-  while (warps < kMaxSplit && 4 * warps <= chunks && blocks * warps < 4096) warps *= 2;
+  while (warps < kMaxSplit && 4 * warps <= chunks && blocks * warps < 2048) warps *= 2;
   return warps;
 }
 
