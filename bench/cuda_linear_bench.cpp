@@ -1,26 +1,36 @@
-// Decode-shaped linear layers on the CUDA backend's kernel, weights in their checkpoint formats:
-// achieved weight bytes/s against the measured device-copy bandwidth (read + write) of the same
-// GPU, and for bf16 weights the time of cuBLAS's bf16 GEMM on the same shapes (the peer).
-// Weights rotate through copies totalling well beyond the L2, as in a real decode step.
+// Decode-shaped linear layers of a model (V4-Flash by default) on the CUDA backend's kernels, in
+// every weight format, at M = 1, 4, 16, 64 tokens: µs per call, weight bytes/s against the
+// measured device copy (read + write), and cuBLAS's bf16 GEMM on the same shapes in the same
+// run. Then the routed experts of one MoE layer, one launch over all (token, slot) pairs.
+// Weights rotate through copies beyond the L2, as in a real decode step; inputs are random.
+//   tetra_cuda_linear_bench [--config DIR] [--json FILE]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/linear.h"
+#include "backend/cuda/moe.h"
+#include "model/config.h"
 
 namespace {
 using tetra::DType;
 using tetra::WeightFormat;
 using tetra::cuda::DeviceBuffer;
+using tetra::cuda::WeightRef;
 
-struct Shape {
-  const char* what;
-  int64_t out, in;
+struct Layer {
+  std::string name;
+  int64_t out, in, groups;
+  bool f32_input;   // the head and the router read f32 activations (three bf16 parts)
+  bool bf16_only;   // never quantized in a checkpoint
 };
 
 struct Format {
@@ -28,12 +38,18 @@ struct Format {
   WeightFormat format;
   DType weight_dtype, scale_dtype;
   double bytes_per_weight;
-  int64_t scale_block_rows, scale_block_cols, scale_bytes;  // one scale per rows×cols block
-  uint8_t scale_byte;  // the byte pattern of a scale of 1
+  int64_t scale_block_rows, scale_block_cols;  // one scale byte per rows×cols block
+  uint8_t scale_byte;                          // a scale of 1
 };
 
-// RAII cuBLAS handle.
-class Cublas {
+const Format kFormats[] = {
+    {"bf16", WeightFormat::dense, DType::bf16, DType::f32, 2.0, 0, 0, 0},
+    {"fp8_block", WeightFormat::fp8_block, DType::f8_e4m3, DType::f8_e8m0, 1.0, 128, 128, 127},
+    {"mxfp4", WeightFormat::mxfp4, DType::u8, DType::f8_e8m0, 0.5, 1, 32, 127},
+    {"nvfp4", WeightFormat::nvfp4, DType::u8, DType::f8_e4m3, 0.5, 1, 16, 0x38},
+};
+
+class Cublas {  // RAII handle
  public:
   Cublas() {
     if (cublasCreate(&handle_) != CUBLAS_STATUS_SUCCESS) tetra::runtime_error("cublasCreate failed");
@@ -47,85 +63,287 @@ class Cublas {
   cublasHandle_t handle_ = nullptr;
 };
 
-// Elapsed milliseconds per call of f, over `iterations` calls after one warm-up.
+class Event {  // RAII event
+ public:
+  Event() { TETRA_CUDA_CHECK(cudaEventCreate(&e_)); }
+  ~Event() { cudaEventDestroy(e_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+// Median over 5 rounds of the mean milliseconds per call of f over `iterations` calls.
 template <class F>
 float time_ms(int iterations, F&& f) {
-  cudaEvent_t start, stop;
-  TETRA_CUDA_CHECK(cudaEventCreate(&start));
-  TETRA_CUDA_CHECK(cudaEventCreate(&stop));
+  Event start, stop;
   f(0);
-  TETRA_CUDA_CHECK(cudaEventRecord(start));
-  for (int i = 0; i < iterations; ++i) f(i);
-  TETRA_CUDA_CHECK(cudaEventRecord(stop));
-  TETRA_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  TETRA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms / float(iterations);
+  TETRA_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> rounds;
+  for (int round = 0; round < 5; ++round) {
+    TETRA_CUDA_CHECK(cudaEventRecord(start.get()));
+    for (int i = 0; i < iterations; ++i) f(round * iterations + i);
+    TETRA_CUDA_CHECK(cudaEventRecord(stop.get()));
+    TETRA_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float ms = 0;
+    TETRA_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    rounds.push_back(ms / float(iterations));
+  }
+  TETRA_CUDA_CHECK(cudaGetLastError());
+  std::sort(rounds.begin(), rounds.end());
+  return rounds[2];
 }
+
+// Random bytes valid for the format (no NaN codes), uploaded once and copied on the device.
+class Filler {
+ public:
+  explicit Filler(std::mt19937& rng) : pattern_(size_t(64) << 20) {
+    std::vector<uint8_t> host(pattern_.bytes());
+    for (auto& b : host) b = uint8_t(rng());
+    TETRA_CUDA_CHECK(cudaMemcpy(pattern_.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+    for (auto& b : host) b = uint8_t(b == 0x7F ? 0x7E : b == 0xFF ? 0xFE : b);  // e4m3 NaNs
+    fp8_ = DeviceBuffer(host.size());
+    TETRA_CUDA_CHECK(cudaMemcpy(fp8_.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+    for (size_t i = 1; i < host.size(); i += 2) host[i] = uint8_t(0x38 + (host[i] & 0x07) + (host[i] & 0x80));  // bf16 ±2^-7..2^0
+    bf16_ = DeviceBuffer(host.size());
+    TETRA_CUDA_CHECK(cudaMemcpy(bf16_.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+  }
+  void fill(void* dst, size_t bytes, WeightFormat f) const {
+    const DeviceBuffer& src = f == WeightFormat::dense ? bf16_ : f == WeightFormat::fp8_block ? fp8_ : pattern_;
+    for (size_t at = 0; at < bytes; at += src.bytes())
+      TETRA_CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(dst) + at, src.get(), std::min(src.bytes(), bytes - at),
+                                  cudaMemcpyDeviceToDevice));
+  }
+
+ private:
+  DeviceBuffer pattern_, fp8_, bf16_;
+};
+
+// One format's copies of a matrix, rotating beyond the L2.
+struct Weights {
+  std::vector<DeviceBuffer> copies;
+  DeviceBuffer scale;
+  size_t weight_bytes = 0, scale_bytes = 0;
+
+  // copies = 0: enough to exceed the L2 several times.
+  Weights(const Filler& filler, const Format& f, int64_t out, int64_t in, size_t n = 0) {
+    weight_bytes = size_t(double(out * in) * f.bytes_per_weight);
+    scale_bytes = f.scale_block_cols ? size_t((out + f.scale_block_rows - 1) / f.scale_block_rows *
+                                              ((in + f.scale_block_cols - 1) / f.scale_block_cols))
+                                     : 0;
+    if (n == 0) n = std::max<size_t>(2, ((size_t(400) << 20) + weight_bytes - 1) / weight_bytes);
+    for (size_t c = 0; c < n; ++c) {
+      copies.emplace_back(weight_bytes);
+      filler.fill(copies.back().get(), weight_bytes, f.format);
+    }
+    scale = DeviceBuffer(std::max<size_t>(scale_bytes, 1));
+    TETRA_CUDA_CHECK(cudaMemset(scale.get(), f.scale_byte, scale.bytes()));
+  }
+  WeightRef ref(const Format& f, int64_t out, int64_t in, int i) const {
+    return {f.format, f.weight_dtype, f.scale_dtype, copies[size_t(i) % copies.size()].get(), scale.get(), 1.0f, out, in};
+  }
+};
+
+DeviceBuffer random_floats(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> host(n);
+  for (float& v : host) v = d(rng);
+  DeviceBuffer b(n * sizeof(float));
+  TETRA_CUDA_CHECK(cudaMemcpy(b.get(), host.data(), b.bytes(), cudaMemcpyHostToDevice));
+  return b;
+}
+
+std::vector<Layer> model_layers(const tetra::ModelConfig& c) {
+  const int64_t q = c.n_heads * c.head_dim;
+  return {
+      {"attn.wq_a", c.q_lora_rank, c.dim, 1, false, false},
+      {"attn.wq_b", q, c.q_lora_rank, 1, false, false},
+      {"attn.wkv", c.head_dim, c.dim, 1, false, false},
+      {"attn.wo_a (grouped)", c.o_groups * c.o_lora_rank, q / c.o_groups, c.o_groups, false, false},
+      {"attn.wo_b", c.dim, c.o_groups * c.o_lora_rank, 1, false, false},
+      {"compressor.wkv|wgate r4", 2 * c.head_dim, c.dim, 1, false, false},
+      {"compressor.wkv|wgate r128", c.head_dim, c.dim, 1, false, false},
+      {"indexer.wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank, 1, false, false},
+      {"indexer.weights_proj", c.index_n_heads, c.dim, 1, false, false},
+      {"indexer.compressor", 2 * c.index_head_dim, c.dim, 1, false, false},
+      {"ffn.gate (router, f32)", c.n_routed_experts, c.dim, 1, true, true},
+      {"expert w1|w3", c.moe_inter_dim, c.dim, 1, false, false},
+      {"expert w2", c.dim, c.moe_inter_dim, 1, false, false},
+      {"head (f32)", c.vocab_size, c.dim, 1, true, true},
+  };
+}
+
+struct Row {
+  std::string layer, format;
+  int64_t m;
+  double mb, us, gbs, fraction, cublas_us;
+};
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::string config_dir = "tests/data/v4_flash", json_path;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--config") == 0) config_dir = argv[i + 1];
+    else if (std::strcmp(argv[i], "--json") == 0) json_path = argv[i + 1];
+  }
+  const tetra::ModelConfig config = tetra::load_model_config(config_dir);
+  cudaDeviceProp prop{};
+  TETRA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+
   const size_t copy_bytes = size_t(1) << 30;
   DeviceBuffer a(copy_bytes), b(copy_bytes);
-  const float copy_ms = time_ms(20, [&](int) { cudaMemcpyAsync(b.get(), a.get(), copy_bytes, cudaMemcpyDeviceToDevice); });
+  const float copy_ms =
+      time_ms(10, [&](int) { TETRA_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), copy_bytes, cudaMemcpyDeviceToDevice)); });
   const double copy_gbs = 2.0 * double(copy_bytes) / (copy_ms * 1e6);
-  std::printf("device copy: %.0f GB/s (read + write)\n\n", copy_gbs);
+  std::printf("%s, %d SMs; device copy %.0f GB/s (read + write)\n\n", prop.name, prop.multiProcessorCount, copy_gbs);
 
-  const std::vector<Shape> shapes{{"V4-Flash wq_b", 32768, 1024}, {"V4-Flash wo_b", 4096, 8192}, {"V4-Flash expert w1", 2048, 4096}};
-  const std::vector<Format> formats{
-      {"bf16", WeightFormat::dense, DType::bf16, DType::f32, 2.0, 0, 0, 0, 0},
-      {"fp8_block", WeightFormat::fp8_block, DType::f8_e4m3, DType::f8_e8m0, 1.0, 128, 128, 1, 127},
-      {"mxfp4", WeightFormat::mxfp4, DType::u8, DType::f8_e8m0, 0.5, 1, 32, 1, 127},
-      {"nvfp4", WeightFormat::nvfp4, DType::u8, DType::f8_e4m3, 0.5, 1, 16, 1, 0x38},
-  };
   std::mt19937 rng(1);
+  const Filler filler(rng);
   const Cublas cublas;
-  std::printf("%-20s %-10s %5s %10s %10s %8s %12s\n", "matrix", "format", "n", "us", "GB/s", "of copy", "cuBLAS bf16 us");
-  for (const Shape& s : shapes)
-    for (const Format& f : formats) {
-      const size_t weight_bytes = size_t(double(s.out * s.in) * f.bytes_per_weight);
-      const size_t scales = f.scale_bytes ? size_t((s.out + f.scale_block_rows - 1) / f.scale_block_rows *
-                                                   ((s.in + f.scale_block_cols - 1) / f.scale_block_cols))
-                                          : 0;
-      // Copies beyond the 50 MB L2, each with codes that avoid NaN patterns.
-      const int copies = int(std::max<size_t>(4, (size_t(400) << 20) / weight_bytes));
-      std::vector<uint8_t> host(weight_bytes);
-      for (auto& x : host) x = uint8_t(rng() & (f.format == WeightFormat::dense ? 0x3F : 0x77));
-      std::vector<DeviceBuffer> weights;
-      for (int c = 0; c < copies; ++c) {
-        weights.emplace_back(weight_bytes);
-        TETRA_CUDA_CHECK(cudaMemcpy(weights.back().get(), host.data(), weight_bytes, cudaMemcpyHostToDevice));
-      }
-      DeviceBuffer scale(std::max<size_t>(scales, 1));
-      TETRA_CUDA_CHECK(cudaMemset(scale.get(), f.scale_byte, scale.bytes()));
-      for (int64_t n : {1, 8, 64}) {
-        DeviceBuffer x(size_t(n * s.in) * sizeof(float)), y(size_t(n * s.out) * sizeof(float));
-        TETRA_CUDA_CHECK(cudaMemset(x.get(), 0, x.bytes()));
-        const float ms = time_ms(50, [&](int i) {
-          const tetra::cuda::WeightRef w{f.format, f.weight_dtype, f.scale_dtype, weights[size_t(i % copies)].get(),
-                                         scale.get(), 1.0f, s.out, s.in};
-          tetra::cuda::linear(w, x.get<float>(), n, 1, true, y.get<float>(), nullptr);
-        });
-        const double gbs = double(weight_bytes + scales) / (ms * 1e6);
-        float peer_ms = 0;
-        if (f.format == WeightFormat::dense) {  // y = x·wᵀ as a column-major GEMM: C[out, n] = Wᵀ[in, out]ᵀ·X[in, n]
-          DeviceBuffer xb(size_t(n * s.in) * 2);
-          TETRA_CUDA_CHECK(cudaMemset(xb.get(), 0, xb.bytes()));
-          const float alpha = 1, beta = 0;
-          peer_ms = time_ms(50, [&](int i) {
-            cublasGemmEx(cublas.get(), CUBLAS_OP_T, CUBLAS_OP_N, int(s.out), int(n), int(s.in), &alpha,
-                         weights[size_t(i % copies)].get(), CUDA_R_16BF, int(s.in), xb.get(), CUDA_R_16BF, int(s.in), &beta,
-                         y.get(), CUDA_R_32F, int(s.out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-          });
-        }
-        char peer[32] = "-";
-        if (peer_ms > 0) std::snprintf(peer, sizeof peer, "%.1f", peer_ms * 1e3);
-        std::printf("%-20s %-10s %5lld %10.1f %10.0f %7.0f%% %12s\n", s.what, f.name, (long long)n, ms * 1e3, gbs,
-                    100.0 * gbs / copy_gbs, peer);
+  const int64_t ms_list[] = {1, 4, 16, 64};
+  std::vector<Row> rows;
+  std::printf("%-26s %-9s %7s %3s %9s %8s %6s %10s %7s  %s\n", "layer [out x in]", "format", "MB", "M", "us", "GB/s", "copy",
+              "cuBLAS us", "speedup", "M=1 split 2/4/8/16 us");
+  for (const Layer& l : model_layers(config)) {
+    const int64_t k_in = l.groups * l.in;  // activation width
+    std::vector<float> peer_us;
+    {  // cuBLAS bf16 on the same shape (for grouped layers: one GEMM per group, batched)
+      const Weights w(filler, kFormats[0], l.out, l.in);
+      for (int64_t m : ms_list) {
+        DeviceBuffer xb(size_t(m * k_in) * 2), y(size_t(m * l.out) * sizeof(float));
+        filler.fill(xb.get(), xb.bytes(), WeightFormat::dense);
+        const float alpha = 1, beta = 0;
+        const int64_t per = l.out / l.groups;
+        peer_us.push_back(1e3f * time_ms(20, [&](int i) {
+          const auto* wp = static_cast<const uint8_t*>(w.copies[size_t(i) % w.copies.size()].get());
+          cublasGemmStridedBatchedEx(cublas.get(), CUBLAS_OP_T, CUBLAS_OP_N, int(per), int(m), int(l.in), &alpha, wp,
+                                     CUDA_R_16BF, int(l.in), per * l.in, xb.get(), CUDA_R_16BF, int(k_in), l.in, &beta,
+                                     y.get(), CUDA_R_32F, int(l.out), per, int(l.groups), CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT);
+        }));
       }
     }
+    for (const Format& f : kFormats) {
+      if (l.bf16_only && f.format != WeightFormat::dense) continue;
+      const Weights w(filler, f, l.out, l.in);
+      const double mb = double(w.weight_bytes + w.scale_bytes) / 1e6;
+      for (size_t mi = 0; mi < std::size(ms_list); ++mi) {
+        const int64_t m = ms_list[mi];
+        DeviceBuffer x = random_floats(size_t(m * k_in), rng), y(size_t(m * l.out) * sizeof(float));
+        auto run = [&](int split) {
+          return 1e3f * time_ms(20, [&](int i) {
+            tetra::cuda::linear(w.ref(f, l.out, l.in, i), x.get<float>(), m, l.groups, !l.f32_input, y.get<float>(),
+                                nullptr, split);
+          });
+        };
+        const double us = run(0);
+        std::string splits;
+        if (m == 1)
+          for (int split : {2, 4, 8, 16}) splits += std::to_string(run(split)).substr(0, 5) + " ";
+        const double gbs = mb * 1e3 / us;
+        rows.push_back({l.name, f.name, m, mb, us, gbs, gbs / copy_gbs, peer_us[mi]});
+        char label[64];
+        std::snprintf(label, sizeof label, "%s [%lldx%lld]", l.name.c_str(), (long long)l.out, (long long)l.in);
+        std::printf("%-26s %-9s %7.1f %3lld %9.1f %8.0f %5.0f%% %10.1f %6.2fx  %s\n", label, f.name, mb, (long long)m, us, gbs,
+                    100.0 * gbs / copy_gbs, peer_us[mi], peer_us[mi] / us, splits.c_str());
+      }
+    }
+  }
+
+  // Routed experts of one MoE layer: n tokens × k slots in one launch each for w1/w3 and w2.
+  std::printf("\nrouted experts (%lld of %lld per token, [%lld x %lld] w1/w3, w2), one launch over all pairs\n",
+              (long long)config.n_activated_experts, (long long)config.n_routed_experts, (long long)config.moe_inter_dim,
+              (long long)config.dim);
+  std::printf("%-9s %3s %9s %8s %6s %12s\n", "format", "n", "us", "GB/s", "copy", "experts read");
+  const int64_t E = config.n_routed_experts, K = config.n_activated_experts, D = config.dim, I = config.moe_inter_dim;
+  for (const Format& f : kFormats) {
+    std::vector<Weights> w1, w2, w3;
+    for (int64_t e = 0; e < E; ++e) {
+      w1.emplace_back(filler, f, I, D, 1);  // 256 experts already exceed the L2
+      w2.emplace_back(filler, f, D, I, 1);
+      w3.emplace_back(filler, f, I, D, 1);
+    }
+    auto table = [&](std::vector<Weights>& ws, int64_t out, int64_t in) {
+      std::vector<WeightRef> refs;
+      for (const Weights& w : ws) refs.push_back(w.ref(f, out, in, 0));
+      DeviceBuffer t(refs.size() * sizeof(WeightRef));
+      TETRA_CUDA_CHECK(cudaMemcpy(t.get(), refs.data(), t.bytes(), cudaMemcpyHostToDevice));
+      return t;
+    };
+    const DeviceBuffer t1 = table(w1, I, D), t2 = table(w2, D, I), t3 = table(w3, I, D);
+    const tetra::cuda::ExpertLayout layout{w1[0].ref(f, I, D, 0), w2[0].ref(f, D, I, 0), true};
+    const double expert_mb = double(3 * (w1[0].weight_bytes + w1[0].scale_bytes)) / 1e6;
+    for (int64_t n : ms_list) {
+      // 8 selections that rotate, distinct experts within a token
+      constexpr int kSelections = 8;
+      std::vector<DeviceBuffer> sel;
+      double distinct = 0;
+      for (int s = 0; s < kSelections; ++s) {
+        std::vector<int32_t> ids(size_t(n * K));
+        std::vector<bool> used(static_cast<size_t>(E));
+        for (int64_t t = 0; t < n; ++t) {
+          std::vector<int32_t> perm(static_cast<size_t>(E));
+          for (int64_t e = 0; e < E; ++e) perm[size_t(e)] = int32_t(e);
+          std::shuffle(perm.begin(), perm.end(), rng);
+          for (int64_t j = 0; j < K; ++j) used[size_t(ids[size_t(t * K + j)] = perm[size_t(j)])] = true;
+        }
+        distinct += double(std::count(used.begin(), used.end(), true)) / kSelections;
+        sel.emplace_back(ids.size() * sizeof(int32_t));
+        TETRA_CUDA_CHECK(cudaMemcpy(sel.back().get(), ids.data(), sel.back().bytes(), cudaMemcpyHostToDevice));
+      }
+      DeviceBuffer x = random_floats(size_t(n * D), rng), rw = random_floats(size_t(n * K), rng);
+      DeviceBuffer scratch(size_t(n * K * (I + D)) * sizeof(float)), out(size_t(n * D) * sizeof(float));
+      const double us = 1e3 * time_ms(20, [&](int i) {
+        tetra::cuda::routed_experts(x.get<float>(), n, D, I, rw.get<float>(), sel[size_t(i % kSelections)].get<int32_t>(), K,
+                                    t1.get<WeightRef>(), t2.get<WeightRef>(), t3.get<WeightRef>(), layout, 10.0f, true,
+                                    scratch.get<float>(), out.get<float>(), nullptr);
+      });
+      const double gbs = distinct * expert_mb * 1e3 / us;
+      std::printf("%-9s %3lld %9.1f %8.0f %5.0f%% %12.1f\n", f.name, (long long)n, us, gbs, 100.0 * gbs / copy_gbs, distinct);
+    }
+  }
+
+  // Summary over M = 1 rows of layers of at least 8 MB in their format.
+  double min_fraction = 1e9, min_speedup = 1e9;
+  std::string per_format;
+  for (const Format& f : kFormats) {
+    double fr = 1e9, sp = 1e9;
+    for (const Row& r : rows)
+      if (r.m == 1 && r.mb >= 8.0 && r.format == f.name) {
+        fr = std::min(fr, r.fraction);
+        sp = std::min(sp, r.cublas_us / r.us);
+      }
+    if (fr > 1e8) continue;
+    min_fraction = std::min(min_fraction, fr);
+    min_speedup = std::min(min_speedup, sp);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s\"%s\": {\"m1_min_bw_fraction\": %.3f, \"m1_min_speedup_vs_cublas_bf16\": %.3f}",
+                  per_format.empty() ? "" : ", ", f.name, fr, sp);
+    per_format += buf;
+    std::printf("%s M=1, layers >= 8 MB: min bandwidth fraction %.3f, min speedup vs cuBLAS bf16 %.2fx\n", f.name, fr, sp);
+  }
+  std::printf("SUMMARY gemm_m1_min_bw_fraction=%.3f gemm_m1_min_speedup_vs_cublas_bf16=%.3f copy_gbs=%.0f\n", min_fraction,
+              min_speedup, copy_gbs);
+  if (!json_path.empty()) {
+    FILE* out = std::fopen(json_path.c_str(), "w");
+    if (!out) tetra::runtime_error("cannot write ", json_path);
+    std::fprintf(out, "{\"gpu\": \"%s\", \"copy_gbs\": %.0f, \"gemm_m1_min_bw_fraction\": %.3f,\n", prop.name, copy_gbs,
+                 min_fraction);
+    std::fprintf(out, " \"gemm_m1_min_speedup_vs_cublas_bf16\": %.3f, \"per_format\": {%s},\n \"rows\": [\n", min_speedup,
+                 per_format.c_str());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      std::fprintf(out,
+                   "  {\"layer\": \"%s\", \"format\": \"%s\", \"m\": %lld, \"mb\": %.2f, \"us\": %.2f, \"gbs\": %.0f, "
+                   "\"fraction\": %.3f, \"cublas_bf16_us\": %.2f}%s\n",
+                   r.layer.c_str(), r.format.c_str(), (long long)r.m, r.mb, r.us, r.gbs, r.fraction, r.cublas_us,
+                   i + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(out, " ]}\n");
+    std::fclose(out);
+  }
   return 0;
 }

@@ -195,6 +195,93 @@ TEST_F(CudaOps, TensorCoreLinearSyntheticFormats) {
     }
 }
 
+// Every tensor-core path at sizes past the tiny checkpoints': 1..70 tokens (each token-tile
+// width and a second pass), split-K over many chunks, rows not a multiple of the 32-row tile,
+// inputs ending in a partial chunk, grouped rows, and the scale cases: MXFP4 scales above 2
+// (the two-factor path), FP8 blocks with f32 and ue8m0 scales, per-tensor FP8, NVFP4 with a
+// global scale. Codes are random bytes (every fp4 code, every finite e4m3 code).
+TEST_F(CudaOps, LinearQuantizedLargeShapes) {
+  struct Case {
+    WeightFormat format;
+    DType weight_dtype, scale_dtype;
+    int64_t out, in, groups;
+  };
+  const std::vector<Case> cases{
+      {WeightFormat::dense, DType::bf16, DType::f32, 200, 1000, 1},
+      {WeightFormat::fp8_block, DType::f8_e4m3, DType::f32, 300, 1040, 1},
+      {WeightFormat::fp8_block, DType::f8_e8m0, DType::f8_e8m0, 256, 2048, 4},
+      {WeightFormat::fp8_tensor, DType::f8_e4m3, DType::f32, 97, 512, 1},
+      {WeightFormat::mxfp4, DType::u8, DType::f8_e8m0, 130, 1056, 1},
+      {WeightFormat::mxfp4, DType::u8, DType::f8_e8m0, 256, 512, 8},
+      {WeightFormat::nvfp4, DType::u8, DType::f8_e4m3, 200, 4096, 1},
+  };
+  for (const Case& c : cases) {
+    const bool fp4 = c.format == WeightFormat::mxfp4 || c.format == WeightFormat::nvfp4;
+    std::vector<uint8_t> codes(size_t(c.out * c.in * (c.format == WeightFormat::dense ? 2 : 1) / (fp4 ? 2 : 1)));
+    std::vector<float> scales_f32;
+    std::vector<uint8_t> scales_u8;
+    if (c.format == WeightFormat::dense) {
+      const std::vector<float> v = random_values(size_t(c.out * c.in), rng);
+      for (size_t i = 0; i < v.size(); ++i) {
+        const uint16_t b = f32_to_bf16(v[i]);
+        std::memcpy(codes.data() + 2 * i, &b, 2);
+      }
+    } else {
+      for (auto& b : codes) {
+        b = uint8_t(rng());
+        if (!fp4 && (b & 0x7F) == 0x7F) b = uint8_t(b - 1);  // e4m3 NaN
+      }
+    }
+    switch (c.format) {
+      case WeightFormat::fp8_block: {
+        const size_t n = size_t((c.out + 127) / 128 * ((c.in + 127) / 128));
+        if (c.scale_dtype == DType::f32) scales_f32 = random_values(n, rng, 0.01f);
+        else for (size_t i = 0; i < n; ++i) scales_u8.push_back(uint8_t(118 + rng() % 16));
+        break;
+      }
+      case WeightFormat::fp8_tensor: scales_f32 = {0.0123f}; break;
+      case WeightFormat::mxfp4:  // 120..135: includes the scales above 2 (bytes above 128)
+        for (int64_t i = 0; i < c.out * c.in / 32; ++i) scales_u8.push_back(uint8_t(120 + rng() % 16));
+        break;
+      case WeightFormat::nvfp4:
+        for (int64_t i = 0; i < c.out * c.in / 16; ++i) scales_u8.push_back(uint8_t(rng() % 0x7F));  // finite e4m3
+        break;
+      case WeightFormat::dense: break;
+    }
+    LinearWeight w;
+    w.role = "large";
+    w.format = c.format;
+    w.out = c.out;
+    w.in = c.in;
+    w.global_scale = c.format == WeightFormat::nvfp4 ? 0.37f : 1.0f;
+    const Shape code_shape = fp4 ? Shape{c.out, c.in / 2} : Shape{c.out, c.in};
+    w.weight = TensorView{c.weight_dtype, code_shape, reinterpret_cast<const std::byte*>(codes.data()), codes.size()};
+    const int64_t scale_rows = c.format == WeightFormat::fp8_block ? (c.out + 127) / 128 : c.out;
+    const int64_t scale_cols = c.format == WeightFormat::fp8_block ? (c.in + 127) / 128
+                               : c.format == WeightFormat::mxfp4   ? c.in / 32
+                                                                   : c.in / 16;
+    if (!scales_f32.empty())
+      w.scale = TensorView{DType::f32, c.format == WeightFormat::fp8_tensor ? Shape{1} : Shape{scale_rows, scale_cols},
+                           reinterpret_cast<const std::byte*>(scales_f32.data()), scales_f32.size() * 4};
+    else if (!scales_u8.empty())
+      w.scale = TensorView{c.scale_dtype, {scale_rows, scale_cols}, reinterpret_cast<const std::byte*>(scales_u8.data()),
+                           scales_u8.size()};
+    const Tensor wc = be->cpu->load_linear(w), wg = be->gpu->load_linear(w), wf = be->gpu_f32->load_linear(w);
+    for (int64_t n : {1, 4, 8, 9, 16, 17, 33, 64, 70}) {
+      const std::vector<float> x = random_values(size_t(n * c.groups * c.in), rng);
+      auto run = [&](Backend& b, const Tensor& wt) {
+        const Tensor xt = b.upload(x, {n, c.groups * c.in});
+        return b.download(c.groups > 1 ? b.grouped_linear(xt, wt, c.groups) : b.linear(xt, wt));
+      };
+      const std::vector<float> want = run(*be->cpu, wc);
+      const std::string what = std::string(weight_format_name(c.format)) + " " + std::to_string(c.out) + "x" +
+                               std::to_string(c.in) + " groups " + std::to_string(c.groups) + " n=" + std::to_string(n);
+      EXPECT_LT(relative_difference(run(*be->gpu, wg), want), kBf16Tolerance) << what;
+      EXPECT_LT(relative_difference(run(*be->gpu_f32, wf), want), 1e-5) << what << " (f32)";
+    }
+  }
+}
+
 // ---- norms, rope, element-wise
 TEST_F(CudaOps, NormRopeAndElementwise) {
   for (int64_t group : {1, 7, 64, 1000}) {

@@ -39,6 +39,7 @@ void expect(bool ok, const char* op, const char* what) {
 // and per-tensor factors that the grouped (prefill) path launches from.
 struct ExpertTables {
   cuda::DeviceBuffer w1, w2, w3;
+  cuda::ExpertLayout layout;
   int64_t inter = 0;
   bool round_input = true;
   std::vector<WeightRef> host_w1, host_w2, host_w3;
@@ -254,7 +255,7 @@ class CudaBackend final : public Backend {
     }
     Tensor scratch = make({n * k * (t.inter + d)}, ElemType::f32);
     cuda::routed_experts(x.data<float>(), n, d, t.inter, r.weights.data<float>(), r.experts.data<int32_t>(), k,
-                         t.w1.get<WeightRef>(), t.w2.get<WeightRef>(), t.w3.get<WeightRef>(), float(limit), t.round_input,
+                         t.w1.get<WeightRef>(), t.w2.get<WeightRef>(), t.w3.get<WeightRef>(), t.layout, float(limit), t.round_input,
                          scratch.data<float>(), out.data<float>(), stream());
     return out;
   }
@@ -414,18 +415,24 @@ class CudaBackend final : public Backend {
     LinearOnDevice& first = *w1.front().data<LinearOnDevice>();
     if (first.expert_tables) return *first.expert_tables;
     auto t = std::make_unique<ExpertTables>();
+    t->layout.up = weight_ref(w1.front(), t->round_input);
+    t->layout.down = weight_ref(w2.front(), t->round_input);
+    t->layout.uniform = true;
     std::vector<float> up_alpha;
     auto table = [&](const std::vector<Tensor>& ws, std::vector<WeightRef>& refs, std::vector<float>& alphas,
-                     size_t stride, size_t at) {
+                     size_t stride, size_t at, const WeightRef& like) {
       alphas.resize(ws.size() * stride);
-      for (size_t e = 0; e < ws.size(); ++e) refs.push_back(weight_ref(ws[e], t->round_input, &alphas[e * stride + at]));
+      for (size_t e = 0; e < ws.size(); ++e) {
+        refs.push_back(weight_ref(ws[e], t->round_input, &alphas[e * stride + at]));
+        t->layout.uniform &= cuda::same_layout(refs.back(), like);
+      }
       cuda::DeviceBuffer b(refs.size() * sizeof(WeightRef));
       TETRA_CUDA_CHECK(cudaMemcpyAsync(b.get(), refs.data(), b.bytes(), cudaMemcpyHostToDevice, stream()));
       return b;
     };
-    t->w1 = table(w1, t->host_w1, up_alpha, 2, 0);
-    t->w3 = table(w3, t->host_w3, up_alpha, 2, 1);
-    t->w2 = table(w2, t->host_w2, t->w2_alpha, 1, 0);
+    t->w1 = table(w1, t->host_w1, up_alpha, 2, 0, t->layout.up);
+    t->w3 = table(w3, t->host_w3, up_alpha, 2, 1, t->layout.up);
+    t->w2 = table(w2, t->host_w2, t->w2_alpha, 1, 0, t->layout.down);
     t->up_alpha = cuda::DeviceBuffer(up_alpha.size() * sizeof(float));
     TETRA_CUDA_CHECK(
         cudaMemcpyAsync(t->up_alpha.get(), up_alpha.data(), t->up_alpha.bytes(), cudaMemcpyHostToDevice, stream()));

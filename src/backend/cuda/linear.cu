@@ -1,6 +1,7 @@
 #include "backend/cuda/linear.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/row_dot.cuh"
 
 namespace tetra::cuda {
@@ -8,8 +9,9 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
-// grid: (rows of a group / kWarpsPerBlock, tokens / Tokens, groups); one warp per output row,
-// every warp of a block in the same group (they share the staged input).
+// ---- generic path (f32/f16 weights, ragged inputs): one warp per output row
+// grid: (rows of a group / kWarpsPerBlock, tokens / Tokens, groups); every warp of a block in
+// the same group (they share the staged input).
 template <int Tokens>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     linear_kernel(WeightRef w, const float* x, int64_t n, int64_t out_per_group, int64_t x_stride, bool round_input,
@@ -31,20 +33,113 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
 }
 
-}  // namespace
-
-void linear(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input_to_bf16, float* y,
-            cudaStream_t stream) {
-  if (n == 0 || w.out == 0) return;
+void generic_linear(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input, float* y,
+                    cudaStream_t stream) {
   const int64_t per_group = w.out / groups;
   const unsigned row_blocks = unsigned((per_group + kWarpsPerBlock - 1) / kWarpsPerBlock);
   if (n == 1)  // decode of one sequence: a one-accumulator instance, fewer registers
     linear_kernel<1><<<dim3(row_blocks, 1, unsigned(groups)), kWarpsPerBlock * 32, 0, stream>>>(
-        w, x, n, per_group, groups * w.in, round_input_to_bf16, y);
+        w, x, n, per_group, groups * w.in, round_input, y);
   else
     linear_kernel<kRowTokens><<<dim3(row_blocks, unsigned((n + kRowTokens - 1) / kRowTokens), unsigned(groups)),
-                                kWarpsPerBlock * 32, 0, stream>>>(w, x, n, per_group, groups * w.in,
-                                                                  round_input_to_bf16, y);
+                                kWarpsPerBlock * 32, 0, stream>>>(w, x, n, per_group, groups * w.in, round_input, y);
+}
+
+// ---- tensor-core path: a block of `warps` warps splits the chunks of 32 rows (2 m-tiles) for
+// 8·NT tokens; grid (row tiles of a group, token passes, groups). Each warp keeps only two
+// chunks in flight, so short matrices need many warps per row tile: up to 16 for one token
+// tile (its instances fit 128 registers), 8 for wider ones. Measured on the H200 at M = 1:
+// ~2048 warps in the grid beat 4096 (wq_b), and 16-way splits keep shrinking short layers.
+constexpr int max_split(int nt) { return nt == 1 ? 16 : 8; }
+constexpr int64_t kTargetWarps = 2048;
+constexpr size_t kReductionLimit = 48 * 1024;
+
+template <WeightFormat F, int NT, int P>
+__global__ void __launch_bounds__(max_split(NT) * 32)
+    linear_mma_kernel(WeightRef w, const float* x, int64_t n, int64_t per_group, int64_t x_stride, int chunks, float* y) {
+  extern __shared__ __align__(16) float red[];
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int64_t first = int64_t(blockIdx.z) * per_group, end = first + per_group;
+  const int64_t o0 = first + int64_t(blockIdx.x) * 32;
+  const int64_t t0 = int64_t(blockIdx.y) * 8 * NT;
+  const int tokens = int(min(int64_t(8 * NT), n - t0));
+  float acc[kMmaTiles][NT][4];
+  warp_mma_rows<F, NT, P, false>(w, w, o0, end, x + t0 * x_stride + int64_t(blockIdx.z) * w.in, x_stride, tokens,
+                                 chunks * warp / warps, chunks * (warp + 1) / warps, acc);
+  split_k_sum<NT>(acc, red);
+  if (warp != 0) return;
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t o = o0 + 16 * r + g + 8 * (i / 2);
+        const int token = 8 * j + 2 * t + i % 2;
+        if (o < end && token < tokens) y[(t0 + token) * w.out + o] = acc[r][j][i];
+      }
+}
+
+size_t reduction_bytes(int warps, int nt) { return size_t(warps - 1) * kMmaTiles * nt * 4 * 32 * sizeof(float); }
+
+template <WeightFormat F, int NT, int P>
+void launch_mma(const WeightRef& w, const float* x, int64_t n, int64_t groups, int split_k, float* y,
+                cudaStream_t stream) {
+  const int64_t per_group = w.out / groups;
+  const int chunks = mma_chunks(F, w.in);
+  const int64_t row_tiles = (per_group + 31) / 32, passes = (n + 8 * NT - 1) / (8 * NT);
+  int warps = split_k;
+  if (warps <= 0) {  // enough warps to keep the memory system busy, at least one chunk each
+    warps = 1;
+    while (warps < max_split(NT) && 2 * warps <= chunks && row_tiles * passes * groups * warps < kTargetWarps &&
+           reduction_bytes(2 * warps, NT) <= kReductionLimit)
+      warps *= 2;
+  }
+  if (warps > max_split(NT) || reduction_bytes(warps, NT) > kReductionLimit)
+    runtime_error("cuda linear: split ", warps, " too large");
+  linear_mma_kernel<F, NT, P><<<dim3(unsigned(row_tiles), unsigned(passes), unsigned(groups)), warps * 32,
+                                reduction_bytes(warps, NT), stream>>>(w, x, n, per_group, groups * w.in, chunks, y);
+}
+
+template <WeightFormat F>
+void dispatch_tokens(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input, int split_k,
+                     float* y, cudaStream_t stream) {
+  if (!round_input) {  // f32 activations: three bf16 parts each
+    if (n <= 8) launch_mma<F, 1, 3>(w, x, n, groups, split_k, y, stream);
+    else launch_mma<F, 8, 3>(w, x, n, groups, split_k, y, stream);
+  } else if (n <= 8) launch_mma<F, 1, 1>(w, x, n, groups, split_k, y, stream);
+  else if (n <= 16) launch_mma<F, 2, 1>(w, x, n, groups, split_k, y, stream);
+  else if (n <= 32) launch_mma<F, 4, 1>(w, x, n, groups, split_k, y, stream);
+  else launch_mma<F, 8, 1>(w, x, n, groups, split_k, y, stream);
+}
+
+}  // namespace
+
+void linear(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input_to_bf16, float* y,
+            cudaStream_t stream, int split_k) {
+  if (n == 0 || w.out == 0) return;
+  if (!mma_rows_supported(w, x, groups)) {
+    generic_linear(w, x, n, groups, round_input_to_bf16, y, stream);
+  } else {
+    switch (w.format) {
+      case WeightFormat::dense:
+        dispatch_tokens<WeightFormat::dense>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        break;
+      case WeightFormat::fp8_block:
+        dispatch_tokens<WeightFormat::fp8_block>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        break;
+      case WeightFormat::fp8_tensor:
+        dispatch_tokens<WeightFormat::fp8_tensor>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        break;
+      case WeightFormat::mxfp4:
+        dispatch_tokens<WeightFormat::mxfp4>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        break;
+      case WeightFormat::nvfp4:
+        dispatch_tokens<WeightFormat::nvfp4>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        break;
+    }
+  }
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,6 +1,7 @@
 #include "backend/cuda/moe.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/row_dot.cuh"
 
 namespace tetra::cuda {
@@ -85,6 +86,88 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   if ((threadIdx.x & 31) == 0) y[pair * dim + o] = s;
 }
 
+// ---- tensor-core decode path: one launch over every (token, slot) pair; a block of `warps`
+// warps splits the inputs of 16 rows of w1 and w3 (up) or 32 rows of w2 (down) of one pair
+// (one token: the instances fit the 128 registers of 16-warp blocks).
+constexpr int kMaxSplit = 16;
+
+// grid (inter / 16, n·k): h[pair, o] = swiglu(w1_e[o]·x_t, w3_e[o]·x_t)
+template <WeightFormat F, int P>
+__global__ void __launch_bounds__(kMaxSplit * 32)
+    expert_up_mma_kernel(const float* x, int64_t dim, int64_t inter, const int32_t* selected, int64_t k,
+                         const WeightRef* w1, const WeightRef* w3, float limit, int chunks, float* h) {
+  extern __shared__ __align__(16) float red[];
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int64_t pair = blockIdx.y, t = pair / k, o0 = int64_t(blockIdx.x) * 16;
+  const int32_t e = selected[pair];
+  float acc[kMmaTiles][1][4];
+  warp_mma_rows<F, 1, P, true>(w1[e], w3[e], o0, inter, x + t * dim, dim, 1, chunks * warp / warps,
+                               chunks * (warp + 1) / warps, acc);
+  split_k_sum<1>(acc, red);
+  if (warp != 0 || lane % 4 != 0) return;  // lanes with t = 0 hold token column 0
+#pragma unroll
+  for (int i = 0; i < 4; i += 2) {
+    const int64_t o = o0 + lane / 4 + 8 * (i / 2);
+    if (o >= inter) continue;
+    const float g = fminf(acc[0][0][i], limit), u = fminf(fmaxf(acc[1][0][i], -limit), limit);
+    h[pair * inter + o] = g * (1.0f / (1.0f + expf(-g))) * u;
+  }
+}
+
+// grid (dim / 32, n·k): y[pair, o] = w2_e[o]·h[pair]
+template <WeightFormat F, int P>
+__global__ void __launch_bounds__(kMaxSplit * 32)
+    expert_down_mma_kernel(const float* h, int64_t dim, int64_t inter, const int32_t* selected, const WeightRef* w2,
+                           int chunks, float* y) {
+  extern __shared__ __align__(16) float red[];
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int64_t pair = blockIdx.y, o0 = int64_t(blockIdx.x) * 32;
+  const WeightRef& w = w2[selected[pair]];
+  float acc[kMmaTiles][1][4];
+  warp_mma_rows<F, 1, P, false>(w, w, o0, dim, h + pair * inter, inter, 1, chunks * warp / warps,
+                                chunks * (warp + 1) / warps, acc);
+  split_k_sum<1>(acc, red);
+  if (warp != 0 || lane % 4 != 0) return;
+#pragma unroll
+  for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+    for (int i = 0; i < 4; i += 2) {
+      const int64_t o = o0 + 16 * r + lane / 4 + 8 * (i / 2);
+      if (o < dim) y[pair * dim + o] = acc[r][0][i];
+    }
+}
+
+// Warps per block: at least two chunks each, up to kMaxSplit, until the grid has ~2048 warps.
+int expert_split(int64_t blocks, int chunks) {
+  int warps = 1;
+  while (warps < kMaxSplit && 4 * warps <= chunks && blocks * warps < 2048) warps *= 2;
+  return warps;
+}
+
+template <WeightFormat F, int P>
+void experts_mma(const float* x, int64_t pairs, int64_t dim, int64_t inter, const int32_t* selected, int64_t k,
+                 const WeightRef* w1, const WeightRef* w2, const WeightRef* w3, float limit, float* h, float* y,
+                 cudaStream_t stream) {
+  const int up_chunks = mma_chunks(F, dim), down_chunks = mma_chunks(F, inter);
+  const int64_t up_tiles = (inter + 15) / 16, down_tiles = (dim + 31) / 32;
+  const int up_warps = expert_split(up_tiles * pairs, up_chunks), down_warps = expert_split(down_tiles * pairs, down_chunks);
+  auto red = [](int warps) { return size_t(warps - 1) * kMmaTiles * 4 * 32 * sizeof(float); };
+  expert_up_mma_kernel<F, P><<<dim3(unsigned(up_tiles), unsigned(pairs)), up_warps * 32, red(up_warps), stream>>>(
+      x, dim, inter, selected, k, w1, w3, limit, up_chunks, h);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+  expert_down_mma_kernel<F, P><<<dim3(unsigned(down_tiles), unsigned(pairs)), down_warps * 32, red(down_warps), stream>>>(
+      h, dim, inter, selected, w2, down_chunks, y);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+template <WeightFormat F>
+void experts_mma_parts(bool round_input, const float* x, int64_t pairs, int64_t dim, int64_t inter,
+                       const int32_t* selected, int64_t k, const WeightRef* w1, const WeightRef* w2, const WeightRef* w3,
+                       float limit, float* h, float* y, cudaStream_t stream) {
+  if (round_input) experts_mma<F, 1>(x, pairs, dim, inter, selected, k, w1, w2, w3, limit, h, y, stream);
+  else experts_mma<F, 3>(x, pairs, dim, inter, selected, k, w1, w2, w3, limit, h, y, stream);
+}
+
 __global__ void combine_kernel(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim, float* out) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * dim) return;
@@ -95,6 +178,11 @@ __global__ void combine_kernel(const float* y, const float* weights, int64_t n, 
 }
 
 }  // namespace
+
+bool same_layout(const WeightRef& a, const WeightRef& b) {
+  return a.format == b.format && a.weight_dtype == b.weight_dtype && a.scale_dtype == b.scale_dtype && a.out == b.out &&
+         a.in == b.in;
+}
 
 void route(const float* logits, const float* bias, const int32_t* tid2eid, const int32_t* ids, int64_t n,
            const RouteParams& p, float* weights, int32_t* selected, cudaStream_t stream) {
@@ -107,12 +195,31 @@ void route(const float* logits, const float* bias, const int32_t* tid2eid, const
 
 void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const float* weights, const int32_t* selected,
                     int64_t k, const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
-                    float limit, bool round_input_to_bf16, float* scratch, float* out, cudaStream_t stream) {
+                    const ExpertLayout& layout, float limit, bool round_input_to_bf16, float* scratch, float* out,
+                    cudaStream_t stream) {
   const int64_t pairs = n * k;
   if (pairs == 0) return;
   float* h = scratch;
   float* y = scratch + pairs * inter;
   const float lim = limit > 0 ? limit : INFINITY;
+  // x rows (dim floats) and h rows (inter floats) stay 16-byte aligned when the widths are
+  // whole segments, which mma_rows_supported checks.
+  if (layout.uniform && mma_rows_supported(layout.up, x, 1) && mma_rows_supported(layout.down, h, 1) &&
+      layout.up.format == layout.down.format) {
+    auto run = [&](auto launch) {
+      launch(round_input_to_bf16, x, pairs, dim, inter, selected, k, experts_w1, experts_w2, experts_w3, lim, h, y, stream);
+    };
+    switch (layout.up.format) {
+      case WeightFormat::dense: run(experts_mma_parts<WeightFormat::dense>); break;
+      case WeightFormat::fp8_block: run(experts_mma_parts<WeightFormat::fp8_block>); break;
+      case WeightFormat::fp8_tensor: run(experts_mma_parts<WeightFormat::fp8_tensor>); break;
+      case WeightFormat::mxfp4: run(experts_mma_parts<WeightFormat::mxfp4>); break;
+      case WeightFormat::nvfp4: run(experts_mma_parts<WeightFormat::nvfp4>); break;
+    }
+    combine_kernel<<<unsigned((n * dim + 255) / 256), 256, 0, stream>>>(y, weights, n, k, dim, out);
+    TETRA_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   expert_up_kernel<<<dim3(unsigned(pairs), unsigned((inter + kWarpsPerBlock - 1) / kWarpsPerBlock)), kWarpsPerBlock * 32, 0,
                      stream>>>(x, dim, inter, selected, k, experts_w1, experts_w3, lim, round_input_to_bf16, h);
   TETRA_CUDA_CHECK(cudaGetLastError());

@@ -22,10 +22,20 @@ struct RouteParams {
 void route(const float* logits, const float* bias, const int32_t* tid2eid, const int32_t* ids, int64_t n,
            const RouteParams& p, float* weights, int32_t* selected, cudaStream_t stream);
 
+// Host copies of a layer's first expert's w1 and w2; uniform: every expert's w1 and w3 match
+// `up`, and every w2 matches `down`, in format, dtypes and shape (the tensor-core kernels are
+// chosen once for all experts of a launch).
+struct ExpertLayout {
+  WeightRef up, down;
+  bool uniform = false;
+};
+bool same_layout(const WeightRef& a, const WeightRef& b);
+
 // experts_w1/w2/w3: device arrays of one WeightRef per expert. scratch: n·k·(inter + dim)
 // floats. out [n, dim] = Σ_j weights[t, j] · w2_e(swiglu(w1_e·x, w3_e·x)).
 void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const float* weights, const int32_t* selected,
                     int64_t k, const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
-                    float limit, bool round_input_to_bf16, float* scratch, float* out, cudaStream_t stream);
+                    const ExpertLayout& layout, float limit, bool round_input_to_bf16, float* scratch, float* out,
+                    cudaStream_t stream);
 
 }  // namespace tetra::cuda

@@ -1,0 +1,77 @@
+#pragma once
+// Weight codes as exact bf16 pairs for the tensor-core linear kernels, without lookups or
+// per-element conversions. A code's exponent and mantissa bits are placed into the low bits of
+// a bf16 exponent field (subnormal codes land on bf16 subnormals), so that each 32-bit word
+// becomes bf16x2 registers in two or three integer operations; one bf16x2 multiply then
+// restores the exponent bias and applies the block scale (every factor a power of two or an
+// e4m3 value, so the products are exact). Activations become bf16 pairs too: rounded to
+// nearest (the bf16 A operand), or split exactly into three bf16 parts for f32 numerics.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace tetra::cuda {
+
+// bf16x2 bits: the low half holds the element of lower k.
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+__device__ __forceinline__ uint32_t bf16x2_pack(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ uint32_t bf16x2_splat(uint16_t bits) { return uint32_t(bits) * 0x10001u; }
+
+// fp8 e4m3 bytes b0..b3 of w: (b0, b2) and (b1, b3) as bf16 pairs of value·2^-120.
+__device__ __forceinline__ uint32_t fp8_pair_even(uint32_t w) {
+  return ((w << 8) & 0x80008000u) | ((w << 4) & 0x07F007F0u);
+}
+__device__ __forceinline__ uint32_t fp8_pair_odd(uint32_t w) { return (w & 0x80008000u) | ((w >> 4) & 0x07F007F0u); }
+constexpr uint16_t kFp8Bias = 0x7B80;  // bf16 2^120
+
+// fp4 e2m1 nibbles n and n+4 of w (n in 0..3) as a bf16 pair of value·2^-126.
+__device__ __forceinline__ uint32_t fp4_pair(uint32_t w, int n) {
+  const uint32_t sign = (w << (12 - 4 * n)) & 0x80008000u;
+  const uint32_t mag = (n < 2 ? w << (6 - 4 * n) : w >> (4 * n - 6)) & 0x01C001C0u;
+  return sign | mag;
+}
+
+// MXFP4 factor 2^126·2^(e-127) = 2^(e-1) for a ue8m0 scale byte e <= 128 (every real scale);
+// larger scales take two factors: 2^126, then 2^(e-127) (NaN for 0xFF).
+__device__ __forceinline__ uint32_t mxfp4_factor(uint8_t e) { return bf16x2_splat(uint16_t((uint32_t(e) + 126) << 7)); }
+__device__ __forceinline__ uint32_t mxfp4_large_scale(uint8_t e) {
+  return bf16x2_splat(e == 0xFF ? uint16_t(0x7FC0) : uint16_t(uint32_t(e) << 7));
+}
+constexpr uint16_t kFp4Bias = 0x7E80;  // bf16 2^126
+
+// NVFP4 factor 2^126·s·2^-8 for an e4m3 scale s: exact in bf16 (s has 4 significant bits and
+// s·2^118 < 2^127); the 2^8 goes into the f32 global scale.
+constexpr float kNvfp4Shift = 256.0f;
+__device__ __forceinline__ uint32_t nvfp4_factor(float e4m3_scale) {
+  const __nv_bfloat16 b = __float2bfloat16_rn(e4m3_scale * 0x1p118f);
+  return bf16x2_splat(*reinterpret_cast<const uint16_t*>(&b));
+}
+
+// Activations (lo, hi) as Parts bf16 pairs whose sum is the input: Parts = 1 rounds to nearest
+// even (what the CPU reference's bf16 rounding does); Parts = 3 is exact for f32 (24 significand
+// bits = 3 × 8; each remainder is exact in f32).
+template <int Parts>
+__device__ __forceinline__ void activation_pairs(float lo, float hi, uint32_t (&out)[Parts]) {
+  out[0] = bf16x2_pack(lo, hi);
+  if constexpr (Parts == 3) {
+    const float lo1 = lo - __uint_as_float(out[0] << 16), hi1 = hi - __uint_as_float(out[0] & 0xFFFF0000u);
+    out[1] = bf16x2_pack(lo1, hi1);
+    out[2] = bf16x2_pack(lo1 - __uint_as_float(out[1] << 16), hi1 - __uint_as_float(out[1] & 0xFFFF0000u));
+  }
+}
+
+// c += a·b: m16n8k16, bf16 inputs, f32 accumulators (a: rows g, g+8 × k slots; b: k × token g).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+}  // namespace tetra::cuda

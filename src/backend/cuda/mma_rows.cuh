@@ -1,0 +1,322 @@
+#pragma once
+// Rows of a linear layer on the tensor cores for up to 8·NT tokens: the decode-shaped kernels'
+// shared inner loop. A warp owns R m-tiles of 16 rows and a range of 64-byte chunks of those
+// rows; lane (g = lane/4, t = lane%4) reads, in every chunk, the t-th 16-byte segment of rows
+// g and g+8 of each m-tile, exactly once (two chunks in flight), and turns it into exact bf16
+// values in registers (bf16_codes.cuh). The order of k inside a chunk is free as long as the
+// A (weights) and B (activations) fragments agree, so each lane feeds the mma its segment's
+// values in the order its decoder produces them and loads the matching activations itself
+// (f32 from L1/L2, converted to bf16 pairs). Each weight is decoded once for all tokens.
+#include <cuda_bf16.h>
+
+#include "backend/cuda/bf16_codes.cuh"
+#include "backend/cuda/formats.cuh"
+#include "backend/cuda/weight_ref.h"
+
+namespace tetra::cuda {
+
+// How 16 bytes of a row of format F feed the mma: `values` codes, in `steps` k-steps of four
+// values per lane and row; `group` activations are loaded together for `group_steps` steps.
+template <WeightFormat F>
+struct MmaCodes {
+  static constexpr bool fp4 = F == WeightFormat::mxfp4 || F == WeightFormat::nvfp4;
+  static constexpr bool fp8 = F == WeightFormat::fp8_block || F == WeightFormat::fp8_tensor;
+  static constexpr int values = fp4 ? 32 : fp8 ? 16 : 8;
+  static constexpr int steps = values / 4;
+  static constexpr int chunk = 4 * values;  // inputs of a row per 64-byte chunk
+  static constexpr int group = fp4 ? 8 : 4;
+  static constexpr int group_steps = fp4 ? 2 : 1;
+  __host__ __device__ static constexpr int64_t row_bytes(int64_t in) { return fp4 ? in / 2 : fp8 ? in : 2 * in; }
+};
+
+// Rows per warp and mma tiles: two m-tiles (32 rows, or 16 rows of two matrices when gated).
+constexpr int kMmaTiles = 2;
+
+__device__ __forceinline__ uint4 load_streaming(const uint8_t* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+// A fragments of step s for one row's 16 bytes (before the factor): the pair of low k slots
+// and the pair of high k slots, and the activation positions (inside the step's group) that
+// each pair's two values multiply.
+template <WeightFormat F>
+__device__ __forceinline__ uint2 code_pairs(const uint4& q, int s) {
+  using C = MmaCodes<F>;
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+  if constexpr (C::fp4) return {fp4_pair(w[s / 2], 2 * (s % 2)), fp4_pair(w[s / 2], 2 * (s % 2) + 1)};
+  else if constexpr (C::fp8) return {fp8_pair_even(w[s]), fp8_pair_odd(w[s])};
+  else return {w[2 * s], w[2 * s + 1]};
+}
+// Positions (lo0, lo1, hi0, hi1) of step-in-group h's activations.
+template <WeightFormat F>
+__device__ __forceinline__ int4 pair_positions(int h) {
+  using C = MmaCodes<F>;
+  if constexpr (C::fp4) return {2 * h, 2 * h + 4, 2 * h + 1, 2 * h + 5};
+  else if constexpr (C::fp8) return {0, 2, 1, 3};
+  else return {0, 1, 2, 3};
+}
+
+// One chunk: acc[r][j] += rows of m-tile r · tokens of tile j. raw[r][h]: 16 bytes of row g
+// (h = 0) or g+8 (h = 1); factor[r][h][b]: the bf16x2 multiplier of half b of the segment
+// (NVFP4: one scale per 16 values); second: MXFP4 scales above 2 take a second factor.
+// x[j]: the lane's activations for token tile j at the segment start, null when that token
+// or segment is absent.
+template <WeightFormat F, int NT, int P, bool Second>
+__device__ __forceinline__ void chunk_mma(const uint4 (&raw)[kMmaTiles][2], const uint32_t (&factor)[kMmaTiles][2][2],
+                                          const uint32_t (&second)[kMmaTiles][2], const float* const (&x)[NT],
+                                          float (&acc)[kMmaTiles][NT][4]) {
+  using C = MmaCodes<F>;
+  // The activation loads are L2 hits whose latency, paid once per group, bounded the first
+  // version (short rows took 8 µs whatever their size): when the chunk's activations fit in
+  // 64 registers, they are all requested before the first group's decode.
+  constexpr bool kPreload = NT * C::values <= 64;
+  float preloaded[kPreload ? NT : 1][kPreload ? C::values : 1];
+  if constexpr (kPreload) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int v = 0; v < C::values / 4; ++v) {
+        const float4 f = x[j] ? __ldg(reinterpret_cast<const float4*>(x[j]) + v) : make_float4(0, 0, 0, 0);
+        preloaded[j][4 * v] = f.x;
+        preloaded[j][4 * v + 1] = f.y;
+        preloaded[j][4 * v + 2] = f.z;
+        preloaded[j][4 * v + 3] = f.w;
+      }
+  }
+#pragma unroll
+  for (int gi = 0; gi < C::steps / C::group_steps; ++gi) {
+    uint32_t a[kMmaTiles][C::group_steps][4];
+#pragma unroll
+    for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+      for (int h = 0; h < C::group_steps; ++h) {
+        const int s = gi * C::group_steps + h;
+        uint2 p[2] = {code_pairs<F>(raw[r][0], s), code_pairs<F>(raw[r][1], s)};
+        if constexpr (F != WeightFormat::dense) {
+#pragma unroll
+          for (int row = 0; row < 2; ++row) {
+            const uint32_t f = factor[r][row][C::fp4 ? s / 4 : 0];
+            p[row].x = bf16x2_mul(p[row].x, f);
+            p[row].y = bf16x2_mul(p[row].y, f);
+            if constexpr (Second) {
+              p[row].x = bf16x2_mul(p[row].x, second[r][row]);
+              p[row].y = bf16x2_mul(p[row].y, second[r][row]);
+            }
+          }
+        }
+        a[r][h][0] = p[0].x;
+        a[r][h][1] = p[1].x;
+        a[r][h][2] = p[0].y;
+        a[r][h][3] = p[1].y;
+      }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      float xv[C::group] = {};
+      if constexpr (kPreload) {
+#pragma unroll
+        for (int v = 0; v < C::group; ++v) xv[v] = preloaded[j][gi * C::group + v];
+      } else if (x[j]) {
+        const float4* src = reinterpret_cast<const float4*>(x[j] + gi * C::group);
+#pragma unroll
+        for (int v = 0; v < C::group / 4; ++v) {
+          const float4 f = __ldg(src + v);
+          xv[4 * v] = f.x;
+          xv[4 * v + 1] = f.y;
+          xv[4 * v + 2] = f.z;
+          xv[4 * v + 3] = f.w;
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < C::group_steps; ++h) {
+        const int4 at = pair_positions<F>(h);
+        uint32_t lo[P], hi[P];
+        activation_pairs<P>(xv[at.x], xv[at.y], lo);
+        activation_pairs<P>(xv[at.z], xv[at.w], hi);
+#pragma unroll
+        for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+          for (int part = 0; part < P; ++part) mma_bf16(acc[r][j], a[r][h], lo[part], hi[part]);
+      }
+    }
+  }
+}
+
+// The f32 factor applied to a finished dot product (per-tensor FP8 scale, NVFP4 global scale).
+template <WeightFormat F>
+__device__ __forceinline__ float output_scale(const WeightRef& w) {
+  if constexpr (F == WeightFormat::fp8_tensor) return static_cast<const float*>(w.scale)[0];
+  else if constexpr (F == WeightFormat::nvfp4) return w.global_scale * kNvfp4Shift;
+  else return 1.0f;
+}
+
+// acc[r][j] = rows of m-tile r · tokens of tile j over chunks [c_begin, c_end), with every
+// scale applied. Gated: m-tile 0 reads rows o0..o0+15 of wa, m-tile 1 the same rows of wb;
+// otherwise m-tile r reads rows o0+16r.. of wa. Rows at or past row_end are zeros. x: token 0's
+// activations (this matrix's input slice), x_stride floats between tokens, `tokens` present.
+template <WeightFormat F, int NT, int P, bool Gated>
+__device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightRef& wb, int64_t o0, int64_t row_end,
+                                              const float* x, int64_t x_stride, int tokens, int c_begin, int c_end,
+                                              float (&acc)[kMmaTiles][NT][4]) {
+  using C = MmaCodes<F>;
+  const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
+  const int64_t in = wa.in;
+  const uint8_t* rows[kMmaTiles][2] = {};
+  int64_t row_index[kMmaTiles][2];
+#pragma unroll
+  for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const WeightRef& w = Gated && r == 1 ? wb : wa;
+      const int64_t o = o0 + (Gated ? 0 : 16 * r) + g + 8 * h;
+      row_index[r][h] = o;
+      if (o < row_end) rows[r][h] = static_cast<const uint8_t*>(w.weight) + o * C::row_bytes(in);
+    }
+  const int64_t fp8_blocks_per_row = (in + 127) / 128;
+#pragma unroll
+  for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][j][i] = 0;
+
+  for (int c0 = c_begin; c0 < c_end; c0 += 2) {
+    uint4 raw[2][kMmaTiles][2];
+    uint32_t scale_bits[2][kMmaTiles][2];  // MXFP4 byte / NVFP4 two bytes / FP8-block raw bits
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int64_t k = int64_t(c0 + u) * C::chunk + t * C::values;
+      const bool seg = c0 + u < c_end && k < in;
+#pragma unroll
+      for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const bool ok = seg && rows[r][h];
+          raw[u][r][h] = ok ? load_streaming(rows[r][h] + C::row_bytes(k)) : make_uint4(0, 0, 0, 0);
+          const WeightRef& w = Gated && r == 1 ? wb : wa;
+          const int64_t o = row_index[r][h];
+          if constexpr (F == WeightFormat::mxfp4)
+            scale_bits[u][r][h] = ok ? static_cast<const uint8_t*>(w.scale)[o * (in / 32) + k / 32] : 127u;
+          else if constexpr (F == WeightFormat::nvfp4)
+            scale_bits[u][r][h] = ok ? *reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w.scale) + o * (in / 16) + k / 16)
+                                     : 0u;
+          else if constexpr (F == WeightFormat::fp8_block) {
+            // one scale per m-tile: its 16 rows lie in one 128-row block (the dispatch checks)
+            const int64_t index = ((o0 + (Gated ? 0 : 16 * r)) / 128) * fp8_blocks_per_row + int64_t(c0 + u) * C::chunk / 128;
+            if (h == 0 && c0 + u < c_end)
+              scale_bits[u][r][0] = w.scale_dtype == DType::f32 ? __float_as_uint(static_cast<const float*>(w.scale)[index])
+                                                                : static_cast<const uint8_t*>(w.scale)[index];
+          }
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      if (c0 + u >= c_end) break;
+      const float* xs[NT];
+      const int64_t k = int64_t(c0 + u) * C::chunk + t * C::values;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) xs[j] = 8 * j + g < tokens && k < in ? x + (8 * j + g) * x_stride + k : nullptr;
+      uint32_t factor[kMmaTiles][2][2], second[kMmaTiles][2];
+      bool large = false;
+#pragma unroll
+      for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t b = scale_bits[u][r][h];
+          if constexpr (F == WeightFormat::mxfp4) {
+            large |= b > 128;
+            factor[r][h][0] = factor[r][h][1] = b > 128 ? bf16x2_splat(kFp4Bias) : mxfp4_factor(uint8_t(b));
+            second[r][h] = b > 128 ? mxfp4_large_scale(uint8_t(b)) : bf16x2_splat(0x3F80);
+          } else if constexpr (F == WeightFormat::nvfp4) {
+            factor[r][h][0] = nvfp4_factor(decode_e4m3(uint8_t(b & 0xFF)));
+            factor[r][h][1] = nvfp4_factor(decode_e4m3(uint8_t(b >> 8)));
+            second[r][h] = 0;
+          } else {
+            factor[r][h][0] = factor[r][h][1] = bf16x2_splat(kFp8Bias);
+            second[r][h] = 0;
+          }
+        }
+      if constexpr (F == WeightFormat::fp8_block) {
+        float part[kMmaTiles][NT][4] = {};
+        chunk_mma<F, NT, P, false>(raw[u], factor, second, xs, part);
+#pragma unroll
+        for (int r = 0; r < kMmaTiles; ++r) {
+          const WeightRef& w = Gated && r == 1 ? wb : wa;
+          const uint32_t b = scale_bits[u][r][0];
+          const float s = w.scale_dtype == DType::f32 ? __uint_as_float(b) : decode_e8m0(uint8_t(b));
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[r][j][i] = fmaf(s, part[r][j][i], acc[r][j][i]);
+        }
+      } else if constexpr (F == WeightFormat::mxfp4) {
+        if (__any_sync(0xFFFFFFFFu, large)) chunk_mma<F, NT, P, true>(raw[u], factor, second, xs, acc);
+        else chunk_mma<F, NT, P, false>(raw[u], factor, second, xs, acc);
+      } else {
+        chunk_mma<F, NT, P, false>(raw[u], factor, second, xs, acc);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kMmaTiles; ++r) {
+    const float s = output_scale<F>(Gated && r == 1 ? wb : wa);
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][j][i] *= s;
+  }
+}
+
+// Split-K across the block's warps: warp 0 ends with the sum of every warp's acc, added in
+// warp order (deterministic). red: (warps - 1)·kMmaTiles·NT·4·32 floats of shared memory.
+template <int NT>
+__device__ __forceinline__ void split_k_sum(float (&acc)[kMmaTiles][NT][4], float* red) {
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  if (warps == 1) return;
+  constexpr int N = kMmaTiles * NT * 4;
+  if (warp > 0) {
+#pragma unroll
+    for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[((warp - 1) * N + (r * NT + j) * 4 + i) * 32 + lane] = acc[r][j][i];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  for (int w = 1; w < warps; ++w)
+#pragma unroll
+    for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[r][j][i] += red[((w - 1) * N + (r * NT + j) * 4 + i) * 32 + lane];
+}
+
+// Whether the tensor-core kernels take this weight: bf16 dense or a quantized format with
+// power-of-two MXFP4 scales, inputs a whole number of 16-byte segments, 16-byte aligned
+// weights and activations, FP8 blocks not split by a 16-row m-tile (m-tiles start every 16
+// rows of the matrix, or of each group's rows).
+inline bool mma_rows_supported(const WeightRef& w, const void* x, int64_t groups) {
+  int values = 0;
+  switch (w.format) {
+    case WeightFormat::dense: values = w.weight_dtype == DType::bf16 ? 8 : 0; break;
+    case WeightFormat::fp8_block: values = groups == 1 || (w.out / groups) % 16 == 0 ? 16 : 0; break;
+    case WeightFormat::fp8_tensor: values = 16; break;
+    case WeightFormat::mxfp4: values = w.scale_dtype == DType::f8_e8m0 ? 32 : 0; break;
+    case WeightFormat::nvfp4: values = 32; break;
+  }
+  return values > 0 && w.in % values == 0 && reinterpret_cast<uintptr_t>(w.weight) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+
+// Chunks of a row (64 bytes each) for format f.
+inline int mma_chunks(WeightFormat f, int64_t in) {
+  const int chunk = f == WeightFormat::mxfp4 || f == WeightFormat::nvfp4                        ? 128
+                    : f == WeightFormat::fp8_block || f == WeightFormat::fp8_tensor ? 64
+                                                                                                : 32;
+  return int((in + chunk - 1) / chunk);
+}
+
+}  // namespace tetra::cuda
