@@ -326,6 +326,8 @@ int main(int argc, char** argv) {
     TETRA_CUDA_CHECK(cudaStreamSynchronize(s));
     const tetra::cuda::GroupedExperts grouped{experts, dim, inter, r1.data(), r2.data(), r3.data(), ones.data(),
                                               up_alpha.get<float>()};
+    // every routed expert has one layout: the tensor-core decode rows apply
+    const tetra::cuda::ExpertLayout layout{r1[0], r2[0], true};
     tetra::cuda::RouteParams route;
     route.experts = experts;
     route.k = k;
@@ -351,7 +353,7 @@ int main(int argc, char** argv) {
                                        limit, true, routed.get<float>());
         } else {
           tetra::cuda::routed_experts(x.get<float>(), n, dim, inter, weights.get<float>(), selected.get<int32_t>(), k,
-                                      t1.get<WeightRef>(), t2.get<WeightRef>(), t3.get<WeightRef>(), limit, true,
+                                      t1.get<WeightRef>(), t2.get<WeightRef>(), t3.get<WeightRef>(), layout, limit, true,
                                       scratch.get<float>(), routed.get<float>(), s);
         }
         shared_linear(r1[size_t(experts)], x.get<float>(), gate.get<float>());

@@ -68,6 +68,12 @@ struct Routing {
   Tensor experts;  // [n, k] i32
 };
 
+// A step's rows as consecutive runs, one per sequence (their lengths, summing to the rows;
+// empty: all rows are one run). Ops whose kernel depends on how many rows they get (linear
+// layers, experts) choose it per run, so that a row's result depends only on its own
+// sequence's rows: a sequence's output is the same whatever else shares its steps.
+using RowRuns = std::span<const int64_t>;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -95,9 +101,10 @@ class Backend {
 
   // ---- dense math (f32)
   virtual Tensor embed(const Tensor& table, const Tensor& ids) = 0;
-  virtual Tensor linear(const Tensor& x, const Tensor& w) = 0;  // x·wᵀ
+  // x·wᵀ. `runs`: the step's rows per sequence (RowRuns).
+  virtual Tensor linear(const Tensor& x, const Tensor& w, RowRuns runs = {}) = 0;
   // o_groups block-diagonal projection: x [n, groups·in_g], w [groups·out_g, in_g]
-  virtual Tensor grouped_linear(const Tensor& x, const Tensor& w, int64_t groups) = 0;
+  virtual Tensor grouped_linear(const Tensor& x, const Tensor& w, int64_t groups, RowRuns runs = {}) = 0;
   // RMSNorm over each run of `group` values (weight [group] or none).
   virtual Tensor rms_norm(const Tensor& x, const Tensor* weight, int64_t group, double eps) = 0;
   // Interleaved RoPE on the last inv_freq.size()·2 dims of every `head_dim` run of each row,
@@ -118,7 +125,7 @@ class Backend {
   virtual Routing route(const Tensor& logits, const Tensor* bias, const Tensor* tid2eid, const Tensor& ids,
                         const ModelConfig& c) = 0;
   virtual Tensor experts(const Tensor& x, const Routing& r, const std::vector<Tensor>& w1,
-                         const std::vector<Tensor>& w2, const std::vector<Tensor>& w3, double limit) = 0;
+                         const std::vector<Tensor>& w2, const std::vector<Tensor>& w3, double limit, RowRuns runs = {}) = 0;
 
   // ---- attention over the paged per-sequence state
   // Copies rows [n, row_bytes] of a step into `dst` as `at` and `place` say (row_bytes = dst.row_bytes).

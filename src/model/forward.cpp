@@ -30,6 +30,7 @@ struct Model::MtpExtras {
 // The device inputs of one step: views into one i32 buffer written by a single copy.
 struct Model::Batch {
   int64_t rows = 0;
+  std::vector<int64_t> runs;  // rows per sequence (padding rows: one each), for RowRuns
   Tensor ids;
   StepRows at;
   std::map<int64_t, Tensor> entry_position;  // per compress ratio: the rope position of the entry a row completes
@@ -195,9 +196,12 @@ std::vector<int32_t> Model::step_inputs(const std::vector<SequenceState*>& seque
   return v;
 }
 
-Model::Batch Model::batch_views(const Tensor& inputs, int64_t rows) const {
+Model::Batch Model::batch_views(const Tensor& inputs, const std::vector<std::vector<int32_t>>& tokens, int64_t rows) const {
   Batch b;
   b.rows = rows;
+  int64_t used = 0;
+  for (const auto& t : tokens) used += b.runs.emplace_back(int64_t(t.size()));
+  for (; used < rows; ++used) b.runs.push_back(1);
   auto section = [&](int64_t k) { return inputs.rows_view(k * rows, rows); };
   b.ids = section(0);
   b.at = {section(1), section(2), section(3), section(4), section(5)};
@@ -217,7 +221,7 @@ Model::StepOutput Model::step(const std::vector<SequenceState*>& sequences,
     out = decode_with_graph(sequences, tokens);
   } else {
     const std::vector<int32_t> inputs = step_inputs(sequences, tokens, false, rows);
-    out = forward(batch_views(be_.upload_i32(inputs, {int64_t(inputs.size())}), rows));
+    out = forward(batch_views(be_.upload_i32(inputs, {int64_t(inputs.size())}), tokens, rows));
   }
   warm_ = true;
   for (size_t s = 0; s < sequences.size(); ++s) sequences[s]->length += int64_t(tokens[s].size());
@@ -240,7 +244,7 @@ Model::StepOutput Model::decode_with_graph(const std::vector<SequenceState*>& se
   }
   if (!g->graph || g->generation != cache_->generation()) {
     g->graph = be_.capture([&] {
-      const StepOutput o = forward(batch_views(g->inputs, bucket));
+      const StepOutput o = forward(batch_views(g->inputs, tokens, bucket));
       be_.copy_into(g->logits, o.logits);
       be_.copy_into(g->hidden, o.hidden);
     });
@@ -250,7 +254,7 @@ Model::StepOutput Model::decode_with_graph(const std::vector<SequenceState*>& se
     decode_graphs_ = false;
     graphs_.clear();
     const std::vector<int32_t> unpadded = step_inputs(sequences, tokens, false, n);
-    return forward(batch_views(be_.upload_i32(unpadded, {int64_t(unpadded.size())}), n));
+    return forward(batch_views(be_.upload_i32(unpadded, {int64_t(unpadded.size())}), tokens, n));
   }
   be_.write_i32(g->inputs, 0, inputs);
   g->graph->launch();
@@ -262,13 +266,13 @@ Model::StepOutput Model::forward(const Batch& batch) {
   // h: hc_mult copies of the embedding per token
   Tensor h = be_.embed(be_.embed(embed_, batch.ids), batch.copies).view({batch.rows, c.hc_mult * c.dim});
   for (int64_t i = 0; i < c.n_layers; ++i) h = block_forward(*blocks_[size_t(i)], i, h, batch);
-  return {head_logits(h, hc_head_fn_, hc_head_base_, hc_head_scale_, norm_), h};
+  return {head_logits(h, hc_head_fn_, hc_head_base_, hc_head_scale_, norm_, batch), h};
 }
 
 Tensor Model::head_logits(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
-                          const Tensor& norm) {
+                          const Tensor& norm, const Batch& batch) {
   const Tensor x = be_.rms_norm(be_.hc_head(h, fn, base, scale, config_), &norm, config_.dim, config_.norm_eps);
-  return be_.linear(x, head_);
+  return be_.linear(x, head_, batch.runs);
 }
 
 Tensor Model::block_forward(const Block& b, int64_t layer, Tensor h, const Batch& batch) {
@@ -283,10 +287,10 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const
   const int64_t hd = c.head_dim;
   const Tensor& inv_freq = b.ratio > 0 ? inv_freq_compressed_ : inv_freq_main_;
   const Tensor x = be_.rms_norm(x_in, &b.attn_norm, c.dim, c.norm_eps);
-  const Tensor qr = be_.rms_norm(be_.linear(x, b.wq_a), &b.q_norm, c.q_lora_rank, c.norm_eps);
-  Tensor q = be_.rms_norm(be_.linear(qr, b.wq_b), nullptr, hd, c.norm_eps);
+  const Tensor qr = be_.rms_norm(be_.linear(x, b.wq_a, batch.runs), &b.q_norm, c.q_lora_rank, c.norm_eps);
+  Tensor q = be_.rms_norm(be_.linear(qr, b.wq_b, batch.runs), nullptr, hd, c.norm_eps);
   be_.rope(q, batch.at.position, inv_freq, hd, false);
-  Tensor kv = be_.rms_norm(be_.linear(x, b.wkv), &b.kv_norm, hd, c.norm_eps);
+  Tensor kv = be_.rms_norm(be_.linear(x, b.wkv, batch.runs), &b.kv_norm, hd, c.norm_eps);
   be_.rope(kv, batch.at.position, inv_freq, hd, false);
   // Every use, the producing step's included, sees the values as the cache stores them.
   const Tensor kv_stored = be_.encode_kv(kv, caches_.kv, c.rope_dim);
@@ -296,7 +300,7 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const
   // and rotated to their window's first position.
   auto entries = [&](const Block::Compressor& w, StreamKind pending, bool overlap) {
     const Tensor pooled =
-        be_.compress(paged(pending), be_.linear(x, w.wkv), be_.linear(x, w.wgate), w.ape, batch.at, b.ratio, overlap);
+        be_.compress(paged(pending), be_.linear(x, w.wkv, batch.runs), be_.linear(x, w.wgate, batch.runs), w.ape, batch.at, b.ratio, overlap);
     const int64_t width = pooled.dim(1);
     Tensor e = be_.rms_norm(pooled, &w.norm, width, c.norm_eps);
     be_.rope(e, batch.entry_position.at(b.ratio), inv_freq_compressed_, width, false);
@@ -315,10 +319,10 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const
     be_.store_rows(keys, be_.encode_indexer(entries(b.index_compressor, StreamKind::indexer_pending, true), caches_.indexer),
                    batch.at, completed);
     const int64_t ihd = c.index_head_dim, ih = c.index_n_heads;
-    Tensor qi = be_.linear(qr, b.index_wq_b);
+    Tensor qi = be_.linear(qr, b.index_wq_b, batch.runs);
     be_.rope(qi, batch.at.position, inv_freq_compressed_, ihd, false);
     qi = be_.indexer_query(qi, caches_.indexer, ihd);
-    selected = be_.indexer_topk(qi, be_.linear(x, b.index_weights), keys, caches_.indexer, batch.at, ih, c.index_topk,
+    selected = be_.indexer_topk(qi, be_.linear(x, b.index_weights, batch.runs), keys, caches_.indexer, batch.at, ih, c.index_topk,
                                 b.ratio, 1.0 / std::sqrt(double(ihd)) / std::sqrt(double(ih)));
   }
 
@@ -328,18 +332,19 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const
                            b.sinks, batch.at, shape);
   be_.store_rows(window, kv_stored, batch.at, {c.window, 0});  // after attention: it read the ring's older rows
   be_.rope(o, batch.at.position, inv_freq, hd, true);
-  return be_.linear(be_.grouped_linear(o, b.wo_a, c.o_groups), b.wo_b);
+  return be_.linear(be_.grouped_linear(o, b.wo_a, c.o_groups, batch.runs), b.wo_b, batch.runs);
 }
 
 Tensor Model::moe(const Block& b, const Tensor& x_in, const Batch& batch) {
   const ModelConfig& c = config_;
   const Tensor x = be_.rms_norm(x_in, &b.ffn_norm, c.dim, c.norm_eps);
-  const Routing r = be_.route(be_.linear(x, b.gate), b.gate_bias.empty() ? nullptr : &b.gate_bias,
+  const Routing r = be_.route(be_.linear(x, b.gate, batch.runs), b.gate_bias.empty() ? nullptr : &b.gate_bias,
                               b.hash ? &b.tid2eid : nullptr, batch.ids, c);
-  Tensor y = be_.experts(x, r, b.w1, b.w2, b.w3, c.swiglu_limit);
+  Tensor y = be_.experts(x, r, b.w1, b.w2, b.w3, c.swiglu_limit, batch.runs);
   if (c.n_shared_experts > 0)
-    y = be_.add(y, be_.linear(be_.swiglu(be_.linear(x, b.shared_w1), be_.linear(x, b.shared_w3), c.swiglu_limit),
-                              b.shared_w2));
+    y = be_.add(y, be_.linear(be_.swiglu(be_.linear(x, b.shared_w1, batch.runs), be_.linear(x, b.shared_w3, batch.runs),
+                                        c.swiglu_limit),
+                              b.shared_w2, batch.runs));
   return y;
 }
 
@@ -354,13 +359,15 @@ Tensor Model::mtp_logits(int64_t k, const std::vector<SequenceState*>& sequences
   for (const auto& t : next) rows += int64_t(t.size());
   if (rows != hidden.rows()) runtime_error("the MTP input has ", rows, " tokens for ", hidden.rows(), " hidden rows");
   const std::vector<int32_t> inputs = step_inputs(sequences, next, true, rows);
-  const Batch batch = batch_views(be_.upload_i32(inputs, {int64_t(inputs.size())}), rows);
+  const Batch batch = batch_views(be_.upload_i32(inputs, {int64_t(inputs.size())}), next, rows);
   const MtpExtras& m = *mtp_[size_t(k)];
-  const Tensor e = be_.linear(be_.rms_norm(be_.embed(embed_, batch.ids), &m.enorm, c.dim, c.norm_eps), m.e_proj);
+  const Tensor e = be_.linear(be_.rms_norm(be_.embed(embed_, batch.ids), &m.enorm, c.dim, c.norm_eps), m.e_proj, batch.runs);
+  std::vector<int64_t> hc_runs;  // h_proj reads hc_mult rows per token
+  for (const int64_t n : batch.runs) hc_runs.push_back(n * c.hc_mult);
   const Tensor hn = be_.rms_norm(hidden.view({batch.rows * c.hc_mult, c.dim}), &m.hnorm, c.dim, c.norm_eps);
-  Tensor h = be_.add(be_.embed(e, batch.copies), be_.linear(hn, m.h_proj)).view({batch.rows, c.hc_mult * c.dim});
+  Tensor h = be_.add(be_.embed(e, batch.copies), be_.linear(hn, m.h_proj, hc_runs)).view({batch.rows, c.hc_mult * c.dim});
   h = block_forward(*blocks_[size_t(layer)], layer, h, batch);
-  return head_logits(h, m.hc_fn, m.hc_base, m.hc_scale, m.norm);
+  return head_logits(h, m.hc_fn, m.hc_base, m.hc_scale, m.norm, batch);
 }
 
 }  // namespace tetra

@@ -64,7 +64,8 @@ class Model {
   Tensor block_forward(const Block& b, int64_t layer, Tensor h, const Batch& batch);
   Tensor attention(const Block& b, int64_t layer, const Tensor& x, const Batch& batch);
   Tensor moe(const Block& b, const Tensor& x, const Batch& batch);
-  Tensor head_logits(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm);
+  Tensor head_logits(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
+                     const Batch& batch);
   // Checks a step's tokens and gives every sequence room for them in layers [begin, end).
   void prepare(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
                bool already_counted, int64_t begin, int64_t end);
@@ -73,7 +74,9 @@ class Model {
   std::vector<int32_t> step_inputs(const std::vector<SequenceState*>& sequences,
                                    const std::vector<std::vector<int32_t>>& tokens, bool already_counted,
                                    int64_t rows) const;
-  Batch batch_views(const Tensor& inputs, int64_t rows) const;
+  // The step's views of its uploaded inputs; tokens: its sequences' tokens (rows beyond them
+  // are padding).
+  Batch batch_views(const Tensor& inputs, const std::vector<std::vector<int32_t>>& tokens, int64_t rows) const;
 
   ModelConfig config_;
   Backend& be_;

@@ -422,6 +422,73 @@ TEST_F(CudaOps, RoutedExpertsEveryFormat) {
   }
 }
 
+// ---- batch invariance: given the step's rows per sequence (RowRuns), every sequence's rows
+// come out bit-identical to that sequence run alone, whatever shares the step (decode kernels
+// for short runs, one tensor-core call per long run), in the linear layers and the experts.
+TEST_F(CudaOps, RowsDoNotDependOnWhatSharesTheStep) {
+  const std::vector<int64_t> runs{1, 3, 70, 1, 9, 100, 1, 64};
+  int64_t total = 0;
+  for (int64_t n : runs) total += n;
+  // rows [begin, begin + n) of a [rows, width] f32 result
+  auto rows_of = [](const std::vector<float>& v, int64_t width, int64_t begin, int64_t n) {
+    return std::vector<float>(v.begin() + begin * width, v.begin() + (begin + n) * width);
+  };
+  for (auto quant : {testing::TinyQuant::bf16, testing::TinyQuant::fp8_mxfp4, testing::TinyQuant::nvfp4}) {
+    const fs::path dir = fs::temp_directory_path() / ("tetra_cuda_invariance_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    testing::TinyCheckpointOptions o;
+    o.quant = quant;
+    testing::write_tiny_checkpoint(dir.string(), o);
+    const ModelConfig c = load_model_config(dir.string());
+    const TensorStore store(dir.string());
+    const ModelWeights weights(c, store);
+    Backend& b = *be->gpu;
+    for (const std::string role : {"layers.1.attn.wq_b", "layers.1.attn.wo_a", "layers.1.ffn.shared_experts.w2", "head"}) {
+      const LinearWeight& lw = weights.linear(role);
+      const int64_t groups = role.ends_with("wo_a") ? c.o_groups : 1;
+      const Tensor w = b.load_linear(lw);
+      const auto x = random_values(size_t(total * groups * lw.in), rng);
+      auto run = [&](int64_t begin, int64_t n, RowRuns r) {
+        const Tensor xt = b.upload(std::vector<float>(x.begin() + begin * groups * lw.in, x.begin() + (begin + n) * groups * lw.in),
+                                   {n, groups * lw.in});
+        return b.download(groups > 1 ? b.grouped_linear(xt, w, groups, r) : b.linear(xt, w, r));
+      };
+      const std::vector<float> together = run(0, total, runs);
+      int64_t begin = 0;
+      for (int64_t n : runs) {
+        EXPECT_EQ(rows_of(together, lw.out, begin, n), run(begin, n, {})) << role << " run of " << n << " at " << begin;
+        begin += n;
+      }
+    }
+    const std::string f = "layers.1.ffn.experts.";
+    std::vector<Tensor> w1, w2, w3;
+    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+      w1.push_back(b.load_linear(weights.linear(f + std::to_string(e) + ".w1")));
+      w2.push_back(b.load_linear(weights.linear(f + std::to_string(e) + ".w2")));
+      w3.push_back(b.load_linear(weights.linear(f + std::to_string(e) + ".w3")));
+    }
+    const int64_t k = c.n_activated_experts, E = c.n_routed_experts;
+    const auto x = random_values(size_t(total * c.dim), rng), rw = random_values(size_t(total * k), rng);
+    std::vector<int32_t> sel(static_cast<size_t>(total * k));
+    for (int64_t t = 0; t < total; ++t)
+      for (int64_t j = 0; j < k; ++j) sel[size_t(t * k + j)] = int32_t((t * 3 + j) % E);
+    auto experts = [&](int64_t begin, int64_t n, RowRuns r) {
+      auto part = [&](const auto& v, int64_t width) {
+        return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + begin * width, v.begin() + (begin + n) * width);
+      };
+      const Routing routing{b.upload(part(rw, k), {n, k}), b.upload_i32(part(sel, k), {n, k})};
+      return b.download(b.experts(b.upload(part(x, c.dim), {n, c.dim}), routing, w1, w2, w3, 2.0, r));
+    };
+    const std::vector<float> together = experts(0, total, runs);
+    int64_t begin = 0;
+    for (int64_t n : runs) {
+      EXPECT_EQ(rows_of(together, c.dim, begin, n), experts(begin, n, {})) << "experts, run of " << n << " at " << begin;
+      begin += n;
+    }
+    fs::remove_all(dir);
+  }
+}
+
 // ---- the ops over the paged state: ragged steps of two sequences and a padding row, every
 // cache format; both backends run the same steps on their own paged caches.
 struct PagedSide {

@@ -90,7 +90,8 @@ class CpuBackend final : public Backend {
     return out;
   }
 
-  Tensor linear(const Tensor& x, const Tensor& w) override {
+  // The CPU computes every row the same way whatever the rows: no use for the runs.
+  Tensor linear(const Tensor& x, const Tensor& w, RowRuns) override {
     const int64_t n = x.rows(), in = w.dim(1), out_dim = w.dim(0);
     expect(x.row_numel() == in, "linear", "input width does not match the weight");
     Tensor out = make({n, out_dim}, ElemType::f32);
@@ -102,7 +103,7 @@ class CpuBackend final : public Backend {
     return out;
   }
 
-  Tensor grouped_linear(const Tensor& x, const Tensor& w, int64_t groups) override {
+  Tensor grouped_linear(const Tensor& x, const Tensor& w, int64_t groups, RowRuns) override {
     const int64_t n = x.rows(), in_g = w.dim(1), out_g = w.dim(0) / groups;
     expect(x.row_numel() == groups * in_g, "grouped_linear", "input width does not match groups × weight width");
     Tensor out = make({n, groups * out_g}, ElemType::f32);
@@ -292,7 +293,7 @@ class CpuBackend final : public Backend {
   }
 
   Tensor experts(const Tensor& x, const Routing& r, const std::vector<Tensor>& w1, const std::vector<Tensor>& w2,
-                 const std::vector<Tensor>& w3, double limit) override {
+                 const std::vector<Tensor>& w3, double limit, RowRuns) override {
     const int64_t n = x.rows(), d = x.dim(1), k = r.experts.dim(1);
     Tensor out = make({n, d}, ElemType::f32);
 #pragma omp parallel for schedule(dynamic)
@@ -301,7 +302,7 @@ class CpuBackend final : public Backend {
       std::vector<float> acc(size_t(d), 0.0f);
       for (int64_t j = 0; j < k; ++j) {
         const int32_t e = r.experts.data<int32_t>()[t * k + j];
-        const Tensor y = linear(swiglu(linear(row, w1[size_t(e)]), linear(row, w3[size_t(e)]), limit), w2[size_t(e)]);
+        const Tensor y = linear(swiglu(linear(row, w1[size_t(e)], {}), linear(row, w3[size_t(e)], {}), limit), w2[size_t(e)], {});
         const float wgt = r.weights.data<float>()[t * k + j];
         for (int64_t i = 0; i < d; ++i) acc[size_t(i)] += y.data<float>()[i] * wgt;
       }

@@ -24,15 +24,37 @@ namespace {
 
 using cuda::WeightRef;
 
-// Dispatch by row count: small batches take the decode kernels (linear.cu, moe.cu: each weight
-// byte read once per step, no host synchronization), larger ones the tensor-core path
-// (dequant_gemm.h, moe_grouped.h). Linear: 1..64 rows belong to the decode kernels. MoE: the
-// grouped path overtook the per-pair one between 32 and 64 tokens on the H200 (docs/cuda.md).
+// Dispatch by rows per sequence (RowRuns): short runs take the decode kernels (linear.cu,
+// moe.cu: each weight byte read once per step, no host synchronization, every row computed
+// the same way whatever the rows), long ones the tensor-core path (dequant_gemm.h,
+// moe_grouped.h), one call per run. Linear: runs of 1..64 rows belong to the decode kernels.
+// MoE: the grouped path overtook the per-pair one between 32 and 64 tokens on the H200
+// (docs/cuda.md).
 constexpr int64_t kTensorCoreMinRows = 65;
 constexpr int64_t kGroupedExpertsMinTokens = 64;
 
 void expect(bool ok, const char* op, const char* what) {
   if (!ok) runtime_error("cuda backend ", op, ": ", what);
+}
+
+// Rows that one kernel choice covers: each run of at least `min_rows` rows alone (`large`),
+// consecutive shorter runs together.
+struct RowRange {
+  int64_t begin = 0, count = 0;
+  bool large = false;
+};
+std::vector<RowRange> kernel_ranges(RowRuns runs, int64_t rows, int64_t min_rows) {
+  const int64_t whole[] = {rows};
+  std::vector<RowRange> out;
+  int64_t begin = 0;
+  for (const int64_t n : runs.empty() ? RowRuns(whole) : runs) {
+    const bool large = n >= min_rows;
+    if (!large && !out.empty() && !out.back().large) out.back().count += n;
+    else if (n > 0) out.push_back({begin, n, large});
+    begin += n;
+  }
+  expect(begin == rows, "row runs", "the runs do not add up to the rows");
+  return out;
 }
 
 // The device-side WeightRef tables of one layer's routed experts, and the host-side copies
@@ -162,18 +184,22 @@ class CudaBackend final : public Backend {
     cuda::gather_rows(table.data<float>(), table.rows(), width, ids.data<int32_t>(), n, out.data<float>(), stream());
     return out;
   }
-  Tensor linear(const Tensor& x, const Tensor& w) override { return grouped_linear(x, w, 1); }
-  Tensor grouped_linear(const Tensor& x, const Tensor& w, int64_t groups) override {
+  Tensor linear(const Tensor& x, const Tensor& w, RowRuns runs) override { return grouped_linear(x, w, 1, runs); }
+  Tensor grouped_linear(const Tensor& x, const Tensor& w, int64_t groups, RowRuns runs) override {
     bool round = false;
     float alpha = 1;
     const WeightRef ref = weight_ref(w, round, &alpha);
     expect(groups >= 1 && ref.out % groups == 0, "linear", "output rows are not a multiple of the groups");
     expect(x.row_numel() == groups * ref.in, "linear", "input width does not match groups × weight width");
     Tensor out = make({x.rows(), ref.out}, ElemType::f32);
-    if (tensor_cores(x.rows(), kTensorCoreMinRows))
-      gemm().linear(ref, alpha, x.data<float>(), x.rows(), groups, round, out.data<float>());
-    else
-      cuda::linear(ref, x.data<float>(), x.rows(), groups, round, out.data<float>(), stream());
+    for (const RowRange& r : kernel_ranges(runs, x.rows(), kTensorCoreMinRows)) {
+      const float* xr = x.data<float>() + r.begin * x.row_numel();
+      float* yr = out.data<float>() + r.begin * ref.out;
+      if (tensor_cores(r.large))
+        gemm().linear(ref, alpha, xr, r.count, groups, round, yr);
+      else
+        cuda::linear(ref, xr, r.count, groups, round, yr, stream());
+    }
     return out;
   }
   Tensor rms_norm(const Tensor& x, const Tensor* weight, int64_t group, double eps) override {
@@ -242,21 +268,26 @@ class CudaBackend final : public Backend {
     return out;
   }
   Tensor experts(const Tensor& x, const Routing& r, const std::vector<Tensor>& w1, const std::vector<Tensor>& w2,
-                 const std::vector<Tensor>& w3, double limit) override {
-    const int64_t n = x.rows(), d = x.dim(1), k = r.experts.dim(1);
+                 const std::vector<Tensor>& w3, double limit, RowRuns runs) override {
+    const int64_t d = x.dim(1), k = r.experts.dim(1);
     const ExpertTables& t = expert_tables(w1, w2, w3);
-    Tensor out = make({n, d}, ElemType::f32);
-    if (tensor_cores(n, kGroupedExpertsMinTokens)) {
-      const cuda::GroupedExperts g{int64_t(w1.size()), d, t.inter, t.host_w1.data(), t.host_w2.data(), t.host_w3.data(),
-                                   t.w2_alpha.data(), t.up_alpha.get<float>()};
-      cuda::grouped_experts(gemm(), g, x.data<float>(), n, r.weights.data<float>(), r.experts.data<int32_t>(), k,
-                            float(limit), t.round_input, out.data<float>());
-      return out;
+    Tensor out = make({x.rows(), d}, ElemType::f32);
+    for (const RowRange& rows : kernel_ranges(runs, x.rows(), kGroupedExpertsMinTokens)) {
+      const float* xr = x.data<float>() + rows.begin * d;
+      const float* weights = r.weights.data<float>() + rows.begin * k;
+      const int32_t* selected = r.experts.data<int32_t>() + rows.begin * k;
+      float* yr = out.data<float>() + rows.begin * d;
+      if (tensor_cores(rows.large)) {
+        const cuda::GroupedExperts g{int64_t(w1.size()), d, t.inter, t.host_w1.data(), t.host_w2.data(),
+                                     t.host_w3.data(), t.w2_alpha.data(), t.up_alpha.get<float>()};
+        cuda::grouped_experts(gemm(), g, xr, rows.count, weights, selected, k, float(limit), t.round_input, yr);
+      } else {
+        Tensor scratch = make({rows.count * k * (t.inter + d)}, ElemType::f32);
+        cuda::routed_experts(xr, rows.count, d, t.inter, weights, selected, k, t.w1.get<WeightRef>(), t.w2.get<WeightRef>(),
+                             t.w3.get<WeightRef>(), t.layout, float(limit), t.round_input, scratch.data<float>(), yr,
+                             stream());
+      }
     }
-    Tensor scratch = make({n * k * (t.inter + d)}, ElemType::f32);
-    cuda::routed_experts(x.data<float>(), n, d, t.inter, r.weights.data<float>(), r.experts.data<int32_t>(), k,
-                         t.w1.get<WeightRef>(), t.w2.get<WeightRef>(), t.w3.get<WeightRef>(), t.layout, float(limit), t.round_input,
-                         scratch.data<float>(), out.data<float>(), stream());
     return out;
   }
 
@@ -359,7 +390,9 @@ class CudaBackend final : public Backend {
  private:
   cudaStream_t stream() const { return stream_->get(); }
 
-  bool tensor_cores(int64_t rows, int64_t threshold) const { return rows >= threshold && !capturing(stream()); }
+  // A long run takes the tensor cores unless a graph is being recorded (that path may grow its
+  // scratch and synchronizes).
+  bool tensor_cores(bool long_run) const { return long_run && !capturing(stream()); }
   // Created on first use: decode-only runs never hold its handle and scratch.
   cuda::DequantGemm& gemm() {
     if (!gemm_) gemm_ = std::make_unique<cuda::DequantGemm>(stream());

@@ -47,10 +47,12 @@ void generic_linear(const WeightRef& w, const float* x, int64_t n, int64_t group
 
 // ---- tensor-core path: a block of `warps` warps splits the chunks of 32 rows (2 m-tiles) for
 // 8·NT tokens; grid (row tiles of a group, token passes, groups). Each warp keeps only two
-// chunks in flight, so short matrices need many warps per row tile: up to 16 for one token
-// tile (its instances fit 128 registers), 8 for wider ones. Measured on the H200 at M = 1:
-// ~2048 warps in the grid beat 4096 (wq_b), and 16-way splits keep shrinking short layers.
-constexpr int max_split(int nt) { return nt == 1 ? 16 : 8; }
+// chunks in flight, so short matrices need many warps per row tile (up to 8). Measured on the
+// H200 at M = 1: ~2048 warps in the grid beat 4096 (wq_b). The split depends on the matrix
+// only, never on the tokens: a row's sum then runs in the same order whatever the batch, so a
+// sequence's output does not depend on what shares its steps (and graph buckets, padded,
+// replay what eager steps compute).
+constexpr int max_split(int) { return 8; }
 constexpr int64_t kTargetWarps = 2048;
 constexpr size_t kReductionLimit = 48 * 1024;
 
@@ -92,12 +94,13 @@ void launch_mma(const WeightRef& w, const float* x, int64_t n, int64_t groups, i
   int warps = split_k;
   if (warps <= 0) {  // enough warps to keep the memory system busy, at least one chunk each
     warps = 1;
-    while (warps < max_split(NT) && 2 * warps <= chunks && row_tiles * passes * groups * warps < kTargetWarps &&
-           reduction_bytes(2 * warps, NT) <= kReductionLimit)
-      warps *= 2;
+    while (warps < max_split(NT) && 2 * warps <= chunks && row_tiles * groups * warps < kTargetWarps) warps *= 2;
   }
-  if (warps > max_split(NT) || reduction_bytes(warps, NT) > kReductionLimit)
-    runtime_error("cuda linear: split ", warps, " too large");
+  if (warps > max_split(NT)) runtime_error("cuda linear: split ", warps, " too large");
+  // the widest token tiles need more than the default 48 KB for the split-K partial sums
+  if (reduction_bytes(warps, NT) > kReductionLimit)
+    TETRA_CUDA_CHECK(cudaFuncSetAttribute(linear_mma_kernel<F, NT, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(reduction_bytes(warps, NT))));
   linear_mma_kernel<F, NT, P><<<dim3(unsigned(row_tiles), unsigned(passes), unsigned(groups)), warps * 32,
                                 reduction_bytes(warps, NT), stream>>>(w, x, n, per_group, groups * w.in, chunks, y);
 }

@@ -137,10 +137,12 @@ __global__ void __launch_bounds__(kMaxSplit * 32)
     }
 }
 
-// Warps per block: at least two chunks each, up to kMaxSplit, until the grid has ~2048 warps.
-int expert_split(int64_t blocks, int chunks) {
+// Warps per block: at least two chunks each, up to kMaxSplit, until one token's k pairs make a
+// grid of ~2048 warps. It depends on the matrix and k only, never on the tokens of the step, so
+// a pair's sum runs in the same order whatever the batch (batch invariance).
+int expert_split(int64_t tiles, int64_t k, int chunks) {
   int warps = 1;
-  while (warps < kMaxSplit && 4 * warps <= chunks && blocks * warps < 2048) warps *= 2;
+  while (warps < kMaxSplit && 4 * warps <= chunks && tiles * k * warps < 2048) warps *= 2;
   return warps;
 }
 
@@ -150,7 +152,7 @@ void experts_mma(const float* x, int64_t pairs, int64_t dim, int64_t inter, cons
                  cudaStream_t stream) {
   const int up_chunks = mma_chunks(F, dim), down_chunks = mma_chunks(F, inter);
   const int64_t up_tiles = (inter + 15) / 16, down_tiles = (dim + 31) / 32;
-  const int up_warps = expert_split(up_tiles * pairs, up_chunks), down_warps = expert_split(down_tiles * pairs, down_chunks);
+  const int up_warps = expert_split(up_tiles, k, up_chunks), down_warps = expert_split(down_tiles, k, down_chunks);
   auto red = [](int warps) { return size_t(warps - 1) * kMmaTiles * 4 * 32 * sizeof(float); };
   expert_up_mma_kernel<F, P><<<dim3(unsigned(up_tiles), unsigned(pairs)), up_warps * 32, red(up_warps), stream>>>(
       x, dim, inter, selected, k, w1, w3, limit, up_chunks, h);
