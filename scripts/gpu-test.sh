@@ -63,12 +63,15 @@ STEP_ECHO=1 step "linear benchmark" 300 build-gpu/bench/tetra_cuda_linear_bench
 STEP_ECHO=1 step "prefill benchmark" 300 build-gpu/bench/tetra_cuda_prefill_bench --json "${OUT:-/tmp}/prefill.json"
 
 if command -v compute-sanitizer >/dev/null; then
+  for t in cuda_dequantize_test cuda_ops_test cuda_graph_test cuda_forward_test; do
+    step "memcheck: $t" 600 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/$t
+  done
   d=tests/data/golden/dense
-  step "memcheck: cuda_ops_test" 600 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/cuda_ops_test
   step "memcheck: tetra logits --device cuda" 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
     build-gpu/src/tetra logits --model $d --tokens-file $d/tokens.json --prefill 9 --out /tmp/sanitized.f32 --device cuda
-  step "racecheck: cuda_ops_test" 600 compute-sanitizer --tool racecheck --error-exitcode 9 build-gpu/tests/cuda_ops_test \
-    --gtest_filter='*Hyper*:*Routing*:*Indexer*:*Cache*:*NormRope*'
+  for t in cuda_ops_test cuda_graph_test; do
+    step "racecheck: $t" 600 compute-sanitizer --tool racecheck --error-exitcode 9 build-gpu/tests/$t
+  done
 else
   summary+=("$(printf '%-44s %s' "compute-sanitizer" "skipped: not installed")")
 fi
