@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cublas_handle.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_event.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/linear.h"
 #include "backend/cuda/moe.h"
@@ -49,36 +51,10 @@ const Format kFormats[] = {
     {"nvfp4", WeightFormat::nvfp4, DType::u8, DType::f8_e4m3, 0.5, 1, 16, 0x38},
 };
 
-class Cublas {  // RAII handle
- public:
-  Cublas() {
-    if (cublasCreate(&handle_) != CUBLAS_STATUS_SUCCESS) tetra::runtime_error("cublasCreate failed");
-  }
-  ~Cublas() { cublasDestroy(handle_); }
-  Cublas(const Cublas&) = delete;
-  Cublas& operator=(const Cublas&) = delete;
-  cublasHandle_t get() const { return handle_; }
-
- private:
-  cublasHandle_t handle_ = nullptr;
-};
-
-class Event {  // RAII event
- public:
-  Event() { TETRA_CUDA_CHECK(cudaEventCreate(&e_)); }
-  ~Event() { cudaEventDestroy(e_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return e_; }
-
- private:
-  cudaEvent_t e_ = nullptr;
-};
-
 // Median over 5 rounds of the mean milliseconds per call of f over `iterations` calls.
 template <class F>
 float time_ms(int iterations, F&& f) {
-  Event start, stop;
+  tetra::cuda::CudaEvent start, stop;
   f(0);
   TETRA_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> rounds;
@@ -202,7 +178,7 @@ int main(int argc, char** argv) {
 
   std::mt19937 rng(1);
   const Filler filler(rng);
-  const Cublas cublas;
+  const tetra::cuda::CublasHandle cublas(nullptr);  // the legacy stream, as the timed calls
   const int64_t ms_list[] = {1, 4, 16, 64};
   std::vector<Row> rows;
   std::printf("%-26s %-9s %7s %3s %9s %8s %6s %10s %7s  %s\n", "layer [out x in]", "format", "MB", "M", "us", "GB/s", "copy",

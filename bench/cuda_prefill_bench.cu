@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backend/cuda/cublas_handle.h"
+#include "backend/cuda/cuda_event.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/dequant_gemm.h"
 #include "backend/cuda/device_buffer.h"
@@ -109,27 +110,15 @@ DeviceWeight make_weight(const Format& f, int64_t out, int64_t in, uint64_t seed
 }
 
 // ---- timing
-class Event {
- public:
-  Event() { TETRA_CUDA_CHECK(cudaEventCreate(&e_)); }
-  ~Event() { cudaEventDestroy(e_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return e_; }
-
- private:
-  cudaEvent_t e_ = nullptr;
-};
-
 // Median milliseconds of one call of f on stream s.
 template <class F>
 double median_ms(cudaStream_t s, int iterations, F&& f) {
   f();
   f();
-  std::vector<std::unique_ptr<Event>> start, stop;
+  std::vector<std::unique_ptr<tetra::cuda::CudaEvent>> start, stop;
   for (int i = 0; i < iterations; ++i) {
-    start.push_back(std::make_unique<Event>());
-    stop.push_back(std::make_unique<Event>());
+    start.push_back(std::make_unique<tetra::cuda::CudaEvent>());
+    stop.push_back(std::make_unique<tetra::cuda::CudaEvent>());
     TETRA_CUDA_CHECK(cudaEventRecord(start.back()->get(), s));
     f();
     TETRA_CUDA_CHECK(cudaEventRecord(stop.back()->get(), s));

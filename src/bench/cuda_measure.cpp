@@ -5,7 +5,9 @@
 
 #include <vector>
 
+#include "backend/cuda/cublas_handle.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_event.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_buffer.h"
 #include "bench/random_fill.h"
@@ -14,38 +16,11 @@
 namespace tetra::bench {
 namespace {
 
-class CublasHandle {
- public:
-  explicit CublasHandle(cudaStream_t stream) {
-    if (cublasCreate(&handle_) != CUBLAS_STATUS_SUCCESS) runtime_error("cublasCreate failed");
-    cublasSetStream(handle_, stream);
-  }
-  ~CublasHandle() { cublasDestroy(handle_); }
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  cublasHandle_t get() const { return handle_; }
-
- private:
-  cublasHandle_t handle_ = nullptr;
-};
-
-class Event {
- public:
-  Event() { TETRA_CUDA_CHECK(cudaEventCreate(&event_)); }
-  ~Event() { cudaEventDestroy(event_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
-
 // Seconds per call of f over `iterations` calls on `stream`, after `warmup` calls.
 template <class F>
 double seconds_per_call(cudaStream_t stream, int warmup, int iterations, F&& f) {
   for (int i = 0; i < warmup; ++i) f();
-  Event start, stop;
+  cuda::CudaEvent start, stop;
   TETRA_CUDA_CHECK(cudaEventRecord(start.get(), stream));
   for (int i = 0; i < iterations; ++i) f();
   TETRA_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
@@ -88,7 +63,7 @@ double cuda_copy_bandwidth() {
 
 double cuda_bf16_gemm_rate(int64_t n) {
   const cuda::CudaStream stream;
-  const CublasHandle cublas(stream.get());
+  const cuda::CublasHandle cublas(stream.get());
   const size_t count = size_t(n * n);
   std::vector<uint16_t> host(count);
   parallel_fill(7, int64_t(count), [&](SplitMix64& r, int64_t i0, int64_t i1) {

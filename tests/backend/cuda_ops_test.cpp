@@ -45,18 +45,35 @@ class CudaOps : public ::testing::Test {
   std::mt19937 rng{7};
 };
 
+// A tiny checkpoint of one quantization in a temporary folder (removed at the end), loaded.
+struct TinyModel {
+  explicit TinyModel(const testing::TinyCheckpointOptions& o) : dir(make_dir()) {
+    testing::write_tiny_checkpoint(dir.string(), o);
+    config = load_model_config(dir.string());
+    store = std::make_unique<TensorStore>(dir.string());
+    weights = std::make_unique<ModelWeights>(config, *store);
+  }
+  ~TinyModel() { fs::remove_all(dir); }
+  TinyModel(const TinyModel&) = delete;
+  TinyModel& operator=(const TinyModel&) = delete;
+
+  static fs::path make_dir() {
+    const fs::path d = fs::temp_directory_path() / ("tetra_cuda_ops_" + std::to_string(::getpid()));
+    fs::remove_all(d);
+    return d;
+  }
+  fs::path dir;
+  ModelConfig config;
+  std::unique_ptr<TensorStore> store;
+  std::unique_ptr<ModelWeights> weights;
+};
+
 // ---- linear layers: every tensor of tiny checkpoints in every format, several batch sizes
 TEST_F(CudaOps, LinearEveryFormatAndBatchSize) {
   for (auto quant : {testing::TinyQuant::bf16, testing::TinyQuant::fp8_mxfp4, testing::TinyQuant::nvfp4}) {
-    const fs::path dir = fs::temp_directory_path() / ("tetra_cuda_linear_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    testing::TinyCheckpointOptions o;
-    o.quant = quant;
-    o.fp4_storage = DType::u8;
-    testing::write_tiny_checkpoint(dir.string(), o);
-    const ModelConfig config = load_model_config(dir.string());
-    const TensorStore store(dir.string());
-    const ModelWeights weights(config, store);
+    const TinyModel tiny({.quant = quant, .fp4_storage = DType::u8});
+    const ModelConfig& config = tiny.config;
+    const ModelWeights& weights = *tiny.weights;
     for (const LinearWeight* w : weights.linears()) {
       const Tensor wc = be->cpu->load_linear(*w), wg = be->gpu->load_linear(*w), wf = be->gpu_f32->load_linear(*w);
       const bool grouped = w->role.ends_with("wo_a");
@@ -72,7 +89,6 @@ TEST_F(CudaOps, LinearEveryFormatAndBatchSize) {
         EXPECT_LT(relative_difference(run(*be->gpu_f32, wf), want), 1e-5) << w->role << " n=" << n << " (f32)";
       }
     }
-    fs::remove_all(dir);
   }
 }
 
@@ -382,14 +398,9 @@ TEST_F(CudaOps, RoutingEveryScoringFunction) {
 
 TEST_F(CudaOps, RoutedExpertsEveryFormat) {
   for (auto quant : {testing::TinyQuant::bf16, testing::TinyQuant::fp8_mxfp4, testing::TinyQuant::nvfp4}) {
-    const fs::path dir = fs::temp_directory_path() / ("tetra_cuda_experts_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    testing::TinyCheckpointOptions o;
-    o.quant = quant;
-    testing::write_tiny_checkpoint(dir.string(), o);
-    const ModelConfig c = load_model_config(dir.string());
-    const TensorStore store(dir.string());
-    const ModelWeights weights(c, store);
+    const TinyModel tiny({.quant = quant});
+    const ModelConfig& c = tiny.config;
+    const ModelWeights& weights = *tiny.weights;
     const std::string f = "layers.1.ffn.experts.";
     // Both sides of the grouped path's 64 tokens; spread selections, and skewed ones (expert 0 in
     // every token, the last expert in none: ragged and empty groups; needs k + 1 < E).
@@ -418,7 +429,6 @@ TEST_F(CudaOps, RoutedExpertsEveryFormat) {
           << "experts n=" << n << " skewed " << skewed << " quant " << int(quant);
       EXPECT_LT(relative_difference(op(*be->gpu_f32), want), 1e-5) << "experts n=" << n << " skewed " << skewed << " (f32)";
     }
-    fs::remove_all(dir);
   }
 }
 
@@ -434,14 +444,9 @@ TEST_F(CudaOps, RowsDoNotDependOnWhatSharesTheStep) {
     return std::vector<float>(v.begin() + begin * width, v.begin() + (begin + n) * width);
   };
   for (auto quant : {testing::TinyQuant::bf16, testing::TinyQuant::fp8_mxfp4, testing::TinyQuant::nvfp4}) {
-    const fs::path dir = fs::temp_directory_path() / ("tetra_cuda_invariance_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    testing::TinyCheckpointOptions o;
-    o.quant = quant;
-    testing::write_tiny_checkpoint(dir.string(), o);
-    const ModelConfig c = load_model_config(dir.string());
-    const TensorStore store(dir.string());
-    const ModelWeights weights(c, store);
+    const TinyModel tiny({.quant = quant});
+    const ModelConfig& c = tiny.config;
+    const ModelWeights& weights = *tiny.weights;
     Backend& b = *be->gpu;
     for (const std::string role : {"layers.1.attn.wq_b", "layers.1.attn.wo_a", "layers.1.ffn.shared_experts.w2", "head"}) {
       const LinearWeight& lw = weights.linear(role);
@@ -485,7 +490,6 @@ TEST_F(CudaOps, RowsDoNotDependOnWhatSharesTheStep) {
       EXPECT_EQ(rows_of(together, c.dim, begin, n), experts(begin, n, {})) << "experts, run of " << n << " at " << begin;
       begin += n;
     }
-    fs::remove_all(dir);
   }
 }
 
