@@ -623,6 +623,98 @@ TEST_F(CudaOps, PagedStateOps) {
   }
 }
 
+// ---- the indexer's top-k at long rows: dyadic keys, queries and weights make every score exact
+// in float and double alike, so the test knows each score. Rows of 0 .. 70000 visible keys,
+// k above and below the key count, two sequences with different block tables, many exact ties
+// (repeated keys, all-ReLU-zero scores) and negative scores. The GPU must pick exactly by
+// "score descending, ties to the lower index"; the CPU (torch's order among ties) must pick the
+// same scores in the same places.
+TEST_F(CudaOps, IndexerTopkLongRows) {
+  const int64_t d = 64, heads = 4, ratio = 4, rows_per_block = 64, distinct = 3000;
+  const std::vector<int64_t> counts{1, 511, 512, 513, 5000, 70000, 3, 0, 70000, 300};
+  const int64_t blocks = (70000 + rows_per_block - 1) / rows_per_block, capacity = blocks * rows_per_block;
+  auto dyadic = [&](float step, int levels) { return step * float(int(rng() % uint32_t(2 * levels + 1)) - levels); };
+  for (IndexerCacheDtype it : {IndexerCacheDtype::f32, IndexerCacheDtype::bf16, IndexerCacheDtype::fp4}) {
+    const float step = it == IndexerCacheDtype::fp4 ? 0.5f : 0.25f;
+    const int levels = it == IndexerCacheDtype::fp4 ? 2 : 4;
+    std::vector<float> base(size_t(distinct * d)), keys(size_t(2 * capacity * d)), q(counts.size() * heads * d), w;
+    for (float& x : base) x = dyadic(step, levels);
+    for (int64_t c = 0; c < 2 * capacity; ++c) {  // every key repeats one of `distinct`
+      const int64_t from = int64_t(rng() % uint32_t(distinct));
+      std::copy_n(base.begin() + from * d, d, keys.begin() + c * d);
+    }
+    for (float& x : q) x = dyadic(step, levels);
+    for (size_t i = 0; i < counts.size() * heads; ++i) w.push_back(std::array{-1.0f, -0.5f, 0.5f, 1.0f, 2.0f}[rng() % 5]);
+    // slot 0: blocks 0 .. blocks-1 in order; slot 1: the other half of the pool, blocks reversed
+    std::vector<int32_t> tables(size_t(2 * blocks));
+    for (int64_t b = 0; b < blocks; ++b) tables[size_t(b)] = int32_t(b), tables[size_t(2 * blocks - 1 - b)] = int32_t(blocks + b);
+    const int64_t n = int64_t(counts.size());
+    std::vector<int32_t> at(size_t(5 * n));
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t c = counts[size_t(r)];
+      const int32_t position = int32_t(c * ratio - 1 + int64_t(rng() % ratio) + (c == 0 ? 1 : 0));
+      at[size_t(r)] = r == 7 ? -1 : int32_t(r % 2);                     // slot (row 7: padding)
+      at[size_t(n + r)] = position;                                      // position
+      at[size_t(2 * n + r)] = 0;                                         // start
+      at[size_t(3 * n + r)] = r == 9 ? position + 4 * 600 : position;    // last: row 9 sees part of its step
+      at[size_t(4 * n + r)] = int32_t(r);                                // first row
+    }
+    auto paged = [&](Backend& b, Tensor pool) {
+      PagedRows p;
+      p.row_bytes = int64_t(pool.numel() * elem_bytes(pool.type())) / pool.rows();
+      p.pool = std::move(pool);
+      p.tables = b.upload_i32(tables, {2, blocks});
+      p.width = blocks, p.rows_per_block = rows_per_block, p.block_bytes = rows_per_block * p.row_bytes, p.capacity = capacity;
+      return p;
+    };
+    // the scores as both backends see them: decoded keys and round-tripped queries
+    Backend& cpu = *be->cpu;
+    const Tensor cpu_pool = cpu.encode_indexer(cpu.upload(keys, {2 * capacity, d}), it);
+    const std::vector<float> decoded = cpu.download(cpu.decode_indexer(cpu_pool, it, d));
+    const std::vector<float> query = cpu.download(cpu.indexer_query(cpu.upload(q, {n, heads * d}), it, d));
+    for (int64_t k : {512, 7}) {
+      auto topk = [&](Backend& b, Tensor pool) {
+        const PagedRows p = paged(b, std::move(pool));
+        const Tensor t = b.upload_i32(at, {5 * n});
+        const StepRows rows{t.rows_view(0, n), t.rows_view(n, n), t.rows_view(2 * n, n), t.rows_view(3 * n, n), t.rows_view(4 * n, n)};
+        return b.download_i32(b.indexer_topk(b.indexer_query(b.upload(q, {n, heads * d}), it, d), b.upload(w, {n, heads}), p, it,
+                                             rows, heads, k, ratio, 0.125));
+      };
+      const std::vector<int32_t> want = topk(cpu, cpu_pool);
+      const std::vector<int32_t> got = topk(*be->gpu_f32, be->gpu_f32->encode_indexer(be->gpu_f32->upload(keys, {2 * capacity, d}), it));
+      for (int64_t r = 0; r < n; ++r) {
+        const int64_t visible = at[size_t(r)] < 0 ? 0 : (at[size_t(n + r)] + 1) / ratio;
+        std::vector<std::pair<double, int32_t>> scored;
+        std::vector<double> score_of;
+        for (int64_t c = 0; c < visible; ++c) {
+          const int32_t slot = at[size_t(r)];
+          const int64_t row = int64_t(tables[size_t(slot * blocks + c / rows_per_block)]) * rows_per_block + c % rows_per_block;
+          double s = 0;
+          for (int64_t h = 0; h < heads; ++h) {
+            double qk = 0;
+            for (int64_t i = 0; i < d; ++i) qk += double(query[size_t((r * heads + h) * d + i)]) * decoded[size_t(row * d + i)];
+            s += std::max(qk, 0.0) * double(w[size_t(r * heads + h)]) * 0.125;
+          }
+          scored.emplace_back(float(s), int32_t(c));
+          score_of.push_back(float(s));
+        }
+        std::sort(scored.begin(), scored.end(), [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+        const std::string where = "format " + std::to_string(int(it)) + " k " + std::to_string(k) + " row " + std::to_string(r);
+        for (int64_t j = 0; j < k; ++j) {
+          const int32_t expect = j < int64_t(scored.size()) ? scored[size_t(j)].second : -1;
+          const int32_t g = got[size_t(r * k + j)], c = want[size_t(r * k + j)];
+          ASSERT_EQ(g, expect) << where << " pick " << j;
+          ASSERT_EQ(c < 0, expect < 0) << where << " pick " << j;
+          ASSERT_LT(c, visible) << where << " pick " << j;
+          if (expect >= 0) {
+            ASSERT_EQ(score_of[size_t(c)], scored[size_t(j)].first) << where << " cpu pick " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 // ---- caches: the encoders bit for bit (wide magnitudes, zeros, tiny values), the decoders exactly
 TEST_F(CudaOps, CacheCodecsBitIdentical) {
   for (int64_t d : {64, 128, 512}) {

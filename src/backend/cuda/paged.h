@@ -40,7 +40,9 @@ void paged_attention(const float* q, const uint8_t* step_kv, int64_t step_bytes,
                      bool has_compressed, const int32_t* selected, int64_t k, const float* sinks, int64_t n, StepView at,
                      AttentionParams p, float* out, cudaStream_t stream);
 
-// scratch: n·capacity floats (capacity >= every sequence's key count). d <= 512.
+// The k best-scoring visible keys per row, by score descending, ties to the lower index, -1
+// past the visible keys. scratch: n·capacity floats (capacity >= every sequence's key count).
+// d <= 512, k <= 6144, capacity <= 65535·256.
 void paged_indexer_topk(const float* q, const float* weights, PagedView keys, RowFormat format, int64_t n, StepView at,
                         int64_t heads, int64_t d, int64_t k, int64_t ratio, float weight_scale, float* scratch,
                         int64_t capacity, int32_t* out, cudaStream_t stream);
