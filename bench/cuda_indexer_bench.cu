@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_event.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/paged.cuh"
@@ -91,25 +92,13 @@ __global__ void __launch_bounds__(kBaseThreads)
 }
 
 // ---- timing
-class Event {
- public:
-  Event() { TETRA_CUDA_CHECK(cudaEventCreate(&e_)); }
-  ~Event() { cudaEventDestroy(e_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return e_; }
-
- private:
-  cudaEvent_t e_ = nullptr;
-};
-
 template <class F>
 double median_ms(cudaStream_t s, int iterations, F&& f) {
   f();
-  std::vector<std::unique_ptr<Event>> start, stop;
+  std::vector<std::unique_ptr<CudaEvent>> start, stop;
   for (int i = 0; i < iterations; ++i) {
-    start.push_back(std::make_unique<Event>());
-    stop.push_back(std::make_unique<Event>());
+    start.push_back(std::make_unique<CudaEvent>());
+    stop.push_back(std::make_unique<CudaEvent>());
     TETRA_CUDA_CHECK(cudaEventRecord(start.back()->get(), s));
     f();
     TETRA_CUDA_CHECK(cudaEventRecord(stop.back()->get(), s));
