@@ -4,10 +4,12 @@
 #   the GPU tests (verbose: they print their measured numbers), every other test unless
 #   TETRA_GPU_ONLY=1, the demo model on CUDA against the CPU (tools/cuda_demo_parity.sh), the
 #   server's end-to-end tests against `tetra serve --device cuda`, the benchmarks, and
-#   compute-sanitizer's memcheck and racecheck;
+#   compute-sanitizer's memcheck and racecheck over every GPU test (tools/sanitize_gpu_tests.sh);
 # and prints a summary table last. Logs go to $OUT (or /tmp) as gpu-test.log.
 # Dependencies the machine lacks come from .gpu_carry and .gpu_node when present
-# (tools/pack_gpu_deps.sh). TETRA_SKIP_BUILD=1 reuses build-gpu/ from an earlier call.
+# (tools/pack_gpu_deps.sh). TETRA_SKIP_BUILD=1 reuses build-gpu/ from an earlier call;
+# TETRA_GPU_PART=tests or =sanitize runs only the tests and benchmarks, or only the sanitizers
+# (to split the work over calls of a limited length).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -47,31 +49,29 @@ build="cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=
   -DCMAKE_CUDA_ARCHITECTURES=${TETRA_CUDA_ARCHS:-90a} && ninja -C build-gpu"
 [ "${TETRA_SKIP_BUILD:-0}" = 1 ] || step build 900 bash -c "$build" || { tail -50 "$log"; echo "build failed"; exit 1; }
 
-step "GPU tests" 600 ctest --test-dir build-gpu --output-on-failure -L gpu -V
-grep -E "^[0-9]+: (f32|bf16|tetra logits|device:)|FAILED|Failure|Expected|Which is|Skipped" "$log" | grep -v "^--" | head -60
-if [ "${TETRA_GPU_ONLY:-0}" != 1 ]; then
-  step "CPU tests" 900 ctest --test-dir build-gpu --output-on-failure -j 8 -LE "slow|gpu"
-  step "slow CPU tests" 900 ctest --test-dir build-gpu --output-on-failure -L slow -LE gpu -E "server\."
+part=${TETRA_GPU_PART:-all}
+if [ "$part" != sanitize ]; then
+  step "GPU tests" 600 ctest --test-dir build-gpu --output-on-failure -L gpu -V
+  grep -E "^[0-9]+: (f32|bf16|tetra logits|device:)|FAILED|Failure|Expected|Which is|Skipped" "$log" | grep -v "^--" | head -60
+  if [ "${TETRA_GPU_ONLY:-0}" != 1 ]; then
+    step "CPU tests" 900 ctest --test-dir build-gpu --output-on-failure -j 8 -LE "slow|gpu"
+    step "slow CPU tests" 900 ctest --test-dir build-gpu --output-on-failure -L slow -LE gpu -E "server\."
+  fi
+  STEP_ECHO=1 step "demo model: cuda vs cpu" 600 env TETRA=build-gpu/src/tetra tools/cuda_demo_parity.sh
+  server_tests="serving_model|server\\.curl"
+  command -v node >/dev/null && server_tests="serving_model|server\\..*" ||
+    summary+=("$(printf '%-44s %s' "server.openai_sdk" "skipped: no node (tools/pack_gpu_deps.sh packs one)")")
+  step "server e2e, serve --device cuda" 600 env TETRA_SERVE_ARGS="--device cuda" \
+    ctest --test-dir build-gpu --output-on-failure -R "^($server_tests)\$"
+  STEP_ECHO=1 step "linear benchmark" 300 build-gpu/bench/tetra_cuda_linear_bench
+  STEP_ECHO=1 step "prefill benchmark" 300 build-gpu/bench/tetra_cuda_prefill_bench --json "${OUT:-/tmp}/prefill.json"
 fi
-STEP_ECHO=1 step "demo model: cuda vs cpu" 600 env TETRA=build-gpu/src/tetra tools/cuda_demo_parity.sh
-server_tests="serving_model|server\\.curl"
-command -v node >/dev/null && server_tests="serving_model|server\\..*" ||
-  summary+=("$(printf '%-44s %s' "server.openai_sdk" "skipped: no node (tools/pack_gpu_deps.sh packs one)")")
-step "server e2e, serve --device cuda" 600 env TETRA_SERVE_ARGS="--device cuda" \
-  ctest --test-dir build-gpu --output-on-failure -R "^($server_tests)\$"
-STEP_ECHO=1 step "linear benchmark" 300 build-gpu/bench/tetra_cuda_linear_bench
-STEP_ECHO=1 step "prefill benchmark" 300 build-gpu/bench/tetra_cuda_prefill_bench --json "${OUT:-/tmp}/prefill.json"
 
-if command -v compute-sanitizer >/dev/null; then
-  for t in cuda_dequantize_test cuda_ops_test cuda_graph_test cuda_forward_test; do
-    step "memcheck: $t" 600 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/$t
-  done
-  d=tests/data/golden/dense
-  step "memcheck: tetra logits --device cuda" 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
-    build-gpu/src/tetra logits --model $d --tokens-file $d/tokens.json --prefill 9 --out /tmp/sanitized.f32 --device cuda
-  for t in cuda_ops_test cuda_graph_test; do
-    step "racecheck: $t" 600 compute-sanitizer --tool racecheck --error-exitcode 9 build-gpu/tests/$t
-  done
+if [ "$part" = tests ]; then
+  summary+=("$(printf '%-44s %s' "compute-sanitizer" "not run: TETRA_GPU_PART=tests")")
+elif command -v compute-sanitizer >/dev/null; then
+  STEP_ECHO=1 step "compute-sanitizer: memcheck + racecheck, every GPU test" 590 \
+    tools/sanitize_gpu_tests.sh build-gpu "${OUT:-/tmp}/sanitizer" "${TETRA_SANITIZER_JOBS:-12}"
 else
   summary+=("$(printf '%-44s %s' "compute-sanitizer" "skipped: not installed")")
 fi
@@ -81,5 +81,4 @@ echo "== summary =="
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 grep -E "Test +#[0-9]+: .*(Failed|Timeout|Exception)" "$log" | sed 's/^/failed test: /'
 grep -E "tests passed" "$log"
-grep -E "(ERROR|RACECHECK) SUMMARY" "$log"
 printf '%s\n' "${summary[@]}"

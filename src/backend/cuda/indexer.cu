@@ -56,6 +56,10 @@ __device__ __forceinline__ uint32_t order_key(float v) {
   return b ^ (b >> 31 ? 0xFFFFFFFFu : 0x80000000u);
 }
 
+// Each winners array is padded to whole 16-byte groups: ptxas merges the ranking loop's unrolled
+// tail into one wide shared load, which must stay inside the allocation (compute-sanitizer).
+__host__ __device__ constexpr int64_t winner_stride(int64_t k) { return (k + 3) / 4 * 4; }
+
 // Scores of -inf (nothing) are never picked.
 __device__ __forceinline__ bool pickable(float v) { return v != -INFINITY; }
 
@@ -70,9 +74,9 @@ __global__ void __launch_bounds__(kSelectThreads)
   __shared__ int hist[kBins];
   __shared__ uint32_t shared_prefix;
   __shared__ int shared_need, shared_take, shared_above;
-  extern __shared__ uint32_t winners[];  // [k] order keys, then [k] indices
+  extern __shared__ __align__(16) uint32_t winners[];  // order keys, then indices: winner_stride(k) each
   uint32_t* win_key = winners;
-  int32_t* win_index = reinterpret_cast<int32_t*>(winners + k);
+  int32_t* win_index = reinterpret_cast<int32_t*>(winners + winner_stride(k));
 
   const int64_t r = blockIdx.x;
   const int64_t count = visible_keys(at, r, ratio);
@@ -178,7 +182,7 @@ void paged_indexer_topk(const float* q, const float* weights, PagedView keys, Ro
   if (d > kMaxPerLane * 32) runtime_error("cuda indexer: head_dim ", d, " is above ", kMaxPerLane * 32);
   const int64_t columns = (capacity + kKeysPerBlock - 1) / kKeysPerBlock;
   if (columns > 65535) runtime_error("cuda indexer: ", capacity, " keys per sequence are above ", 65535 * kKeysPerBlock);
-  const size_t winners = size_t(k) * 2 * sizeof(uint32_t);
+  const size_t winners = size_t(winner_stride(k)) * 2 * sizeof(uint32_t);
   if (winners > 48 * 1024) runtime_error("cuda indexer: top-", k, " is above ", 48 * 1024 / 8);
   if (n == 0 || k == 0) return;
   if (columns > 0) {

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs compute-sanitizer's memcheck and racecheck over every test of the GPU test binaries, one
+# process per (tool, test) and JOBS of them at once (the tools are slow: racecheck alone takes
+# minutes over the whole op test), plus memcheck over `tetra logits --device cuda`. Each job's
+# output goes to DIR/<tool>.<binary>.<test>.log; prints one line per job that found something
+# and exits non-zero if any did.
+# Usage: tools/sanitize_gpu_tests.sh BUILD_DIR LOG_DIR [JOBS]
+set -uo pipefail
+build=$1 dir=$2 jobs=${3:-8}
+mkdir -p "$dir"
+binaries="cuda_dequantize_test cuda_ops_test cuda_graph_test cuda_forward_test"
+
+# One line per job: tool binary test
+list_jobs() {
+  for b in $binaries; do
+    "$build/tests/$b" --gtest_list_tests | awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}' |
+      while read -r t; do
+        echo "memcheck $b $t"
+        echo "racecheck $b $t"
+      done
+  done
+}
+
+run_job() {
+  local tool=$1 binary=$2 test=$3 log="$dir/$1.$2.$3.log"
+  compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/$binary" --gtest_filter="$test" >"$log" 2>&1
+  local rc=$?
+  [ "$rc" -eq 0 ] || echo "$tool $binary $test: exit $rc ($(grep -m1 -E 'SUMMARY|Invalid|hazard|FAILED' "$log"))"
+  return "$rc"
+}
+export -f run_job
+export build dir
+
+d=tests/data/golden/dense
+failed=0
+compute-sanitizer --tool memcheck --error-exitcode 9 "$build/src/tetra" logits --model $d --tokens-file $d/tokens.json \
+  --prefill 9 --out "$dir/logits.f32" --device cuda >"$dir/memcheck.logits.log" 2>&1 || {
+  echo "memcheck tetra logits: failed"
+  failed=1
+}
+list_jobs | xargs -P "$jobs" -L 1 bash -c 'run_job "$@"' _ || failed=1
+echo "$(list_jobs | wc -l) sanitizer jobs + tetra logits; summaries:"
+cat "$dir"/*.log | grep -E "(ERROR|RACECHECK) SUMMARY" | sort | uniq -c
+exit "$failed"
