@@ -21,7 +21,7 @@ total, count = collections.Counter(), collections.Counter()
 for r in reader:
     t = r.get("gpu__time_duration.sum", "")
     try:
-        ns = float(t)
+        ns = float(t.replace(",", ""))
     except ValueError:
         continue  # the units row
     name = r["Kernel Name"]

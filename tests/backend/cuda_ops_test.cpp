@@ -300,7 +300,7 @@ TEST_F(CudaOps, LinearQuantizedLargeShapes) {
 
 // ---- norms, rope, element-wise
 TEST_F(CudaOps, NormRopeAndElementwise) {
-  for (int64_t group : {1, 7, 64, 1000}) {
+  for (int64_t group : {1, 7, 64, 1000, 6000}) {
     const int64_t runs = 5;
     const auto x = random_values(size_t(runs * group), rng, 3.0f);
     const auto wt = random_values(size_t(group), rng);
@@ -343,7 +343,7 @@ TEST_F(CudaOps, NormRopeAndElementwise) {
 // ---- mHC
 TEST_F(CudaOps, HyperConnections) {
   ModelConfig c = testing::tiny_config();
-  for (int64_t dim : {64, 300}) {
+  for (int64_t dim : {64, 300, 2500}) {  // 2500: several ragged column blocks and mix slices
     c.dim = dim;
     const int64_t hc = c.hc_mult, flat = hc * dim, mix = (2 + hc) * hc;
     for (int64_t n : {1, 5}) {

@@ -9,27 +9,45 @@ namespace {
 constexpr int64_t kFp8Block = 64;
 constexpr int64_t kFp4Block = 32;
 
+
+constexpr int kEncodeThreads = 256;
+
 unsigned blocks_for(int64_t n) { return unsigned((n + 255) / 256); }
 
-// One block per row; thread b < blocks encodes scale block b, every thread some rope dims.
-__global__ void encode_kv_fp8_kernel(const float* rows, int64_t d, int64_t rope_dim, int64_t row_bytes, uint8_t* out) {
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
+  return v;
+}
+
+// One block per row, one warp per 64-value scale block (two values a lane, loaded together),
+// every thread some rope dims and padding bytes.
+__global__ void __launch_bounds__(kEncodeThreads)
+    encode_kv_fp8_kernel(const float* rows, int64_t d, int64_t rope_dim, int64_t row_bytes, uint8_t* out) {
+  constexpr int kPerLane = int(kFp8Block / 32);
   const float* row = rows + int64_t(blockIdx.x) * d;
   uint8_t* o = out + int64_t(blockIdx.x) * row_bytes;
   const int64_t nope = d - rope_dim, blocks = (nope + kFp8Block - 1) / kFp8Block;
   uint8_t* scales = o + nope + 2 * rope_dim;
-  for (int64_t b = threadIdx.x; b < row_bytes - (nope + 2 * rope_dim); b += blockDim.x) {
-    if (b >= blocks) {
-      scales[b] = 0;  // padding
-      continue;
-    }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  for (int64_t b = warp; b < blocks; b += kEncodeThreads / 32) {
     const int64_t begin = b * kFp8Block, end = min(nope, begin + kFp8Block);
+    float v[kPerLane];
     float amax = 0;
-    for (int64_t i = begin; i < end; ++i) amax = fmaxf(amax, fabsf(row[i]));
-    const int e = ceil_log2(fmaxf(amax, 1e-4f) / 448.0f);
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) {
+      const int64_t i = begin + lane + 32 * u;
+      v[u] = i < end ? row[i] : 0.0f;
+      amax = fmaxf(amax, fabsf(v[u]));
+    }
+    const int e = ceil_log2(fmaxf(warp_max(amax), 1e-4f) / 448.0f);
     const float inv = ldexpf(1.0f, -e);
-    for (int64_t i = begin; i < end; ++i) o[i] = encode_e4m3(row[i] * inv);
-    scales[b] = uint8_t(e + 127);
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u)
+      if (const int64_t i = begin + lane + 32 * u; i < end) o[i] = encode_e4m3(v[u] * inv);
+    if (lane == 0) scales[b] = uint8_t(e + 127);
   }
+  for (int64_t b = blocks + threadIdx.x; b < row_bytes - (nope + 2 * rope_dim); b += blockDim.x) scales[b] = 0;  // padding
   for (int64_t i = threadIdx.x; i < rope_dim; i += blockDim.x) {
     const uint16_t bits = encode_bf16(row[nope + i]);
     o[nope + 2 * i] = uint8_t(bits & 0xFF);
@@ -82,17 +100,15 @@ __global__ void encode_indexer_fp4_kernel(const float* rows, int64_t d, int64_t 
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) v[i] *= norm;
   __syncthreads();
   uint8_t* scales = o + d / 2;
-  for (int64_t b = threadIdx.x; b * kFp4Block < d; b += blockDim.x) {
-    const int64_t begin = b * kFp4Block, end = min(d, begin + kFp4Block);
-    float amax = 0;
-    for (int64_t i = begin; i < end; ++i) amax = fmaxf(amax, fabsf(v[i]));
-    const int e = ceil_log2(fmaxf(amax, ldexpf(6.0f, -126)) / 6.0f);
-    const float inv = ldexpf(1.0f, -e);
-    for (int64_t i = begin; i < end; i += 2) {
-      const uint8_t lo = encode_e2m1(v[i] * inv), hi = i + 1 < end ? encode_e2m1(v[i + 1] * inv) : uint8_t(0);
-      o[i / 2] = uint8_t(lo | (hi << 4));
-    }
-    scales[b] = uint8_t(e + 127);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  for (int64_t b = warp; b * kFp4Block < d; b += blockDim.x / 32) {  // a warp per block, a lane per value
+    const int64_t begin = b * kFp4Block, i = begin + lane;
+    const float x = i < d ? v[i] : 0.0f;
+    const int e = ceil_log2(fmaxf(warp_max(fabsf(x)), ldexpf(6.0f, -126)) / 6.0f);
+    const uint8_t code = i < d ? encode_e2m1(x * ldexpf(1.0f, -e)) : uint8_t(0);
+    const uint8_t next = uint8_t(__shfl_down_sync(0xFFFFFFFFu, code, 1));
+    if (lane % 2 == 0 && i < d) o[i / 2] = uint8_t(code | (next << 4));
+    if (lane == 0) scales[b] = uint8_t(e + 127);
   }
 }
 
@@ -108,7 +124,7 @@ __global__ void decode_indexer_fp4_kernel(const uint8_t* bytes, int64_t n, int64
 
 void encode_kv_fp8(const float* rows, int64_t n, int64_t d, int64_t rope_dim, uint8_t* out, cudaStream_t stream) {
   if (n == 0) return;
-  encode_kv_fp8_kernel<<<unsigned(n), 64, 0, stream>>>(rows, d, rope_dim, kv_fp8_row_bytes(d, rope_dim), out);
+  encode_kv_fp8_kernel<<<unsigned(n), kEncodeThreads, 0, stream>>>(rows, d, rope_dim, kv_fp8_row_bytes(d, rope_dim), out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -6,14 +6,38 @@
 namespace tetra::cuda {
 namespace {
 
-__global__ void rms_norm_kernel(const float* x, const float* weight, int64_t group, float eps, float* y) {
-  const float* v = x + int64_t(blockIdx.x) * group;
-  float* out = y + int64_t(blockIdx.x) * group;
+constexpr int kNormThreads = 512;
+
+// One block per run. Rows whose length is a multiple of 4 (and 16-byte aligned) are read as
+// float4; the loads of a thread's elements are unrolled so that they are in flight together.
+template <typename Vec>
+__global__ void __launch_bounds__(kNormThreads)
+    rms_norm_kernel(const float* x, const float* weight, int64_t group, float eps, float* y) {
+  constexpr int kLanes = sizeof(Vec) / sizeof(float);
+  const int vecs = int(group / kLanes);
+  const Vec* v = reinterpret_cast<const Vec*>(x + int64_t(blockIdx.x) * group);
+  Vec* out = reinterpret_cast<Vec*>(y + int64_t(blockIdx.x) * group);
   float s = 0;
-  for (int64_t i = threadIdx.x; i < group; i += blockDim.x) s = fmaf(v[i], v[i], s);
+#pragma unroll 4
+  for (int i = threadIdx.x; i < vecs; i += kNormThreads) {
+    const Vec a = v[i];
+    const float* e = reinterpret_cast<const float*>(&a);
+#pragma unroll
+    for (int l = 0; l < kLanes; ++l) s = fmaf(e[l], e[l], s);
+  }
   const float r = 1.0f / sqrtf(block_sum(s) / float(group) + eps);
-  for (int64_t i = threadIdx.x; i < group; i += blockDim.x) out[i] = v[i] * r * (weight ? weight[i] : 1.0f);
+#pragma unroll 4
+  for (int i = threadIdx.x; i < vecs; i += kNormThreads) {
+    Vec a = v[i];
+    float* e = reinterpret_cast<float*>(&a);
+    const float* w = weight ? reinterpret_cast<const float*>(reinterpret_cast<const Vec*>(weight) + i) : nullptr;
+#pragma unroll
+    for (int l = 0; l < kLanes; ++l) e[l] = e[l] * r * (w ? w[l] : 1.0f);
+    out[i] = a;
+  }
 }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv_freq, int64_t rows, int64_t heads,
                             int64_t head_dim, int64_t half, bool inverse) {
@@ -32,7 +56,10 @@ __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv
 
 void rms_norm(const float* x, const float* weight, int64_t runs, int64_t group, float eps, float* y, cudaStream_t stream) {
   if (runs == 0) return;
-  rms_norm_kernel<<<unsigned(runs), 256, 0, stream>>>(x, weight, group, eps, y);
+  if (group % 4 == 0 && aligned16(x) && aligned16(y) && (!weight || aligned16(weight)))
+    rms_norm_kernel<float4><<<unsigned(runs), kNormThreads, 0, stream>>>(x, weight, group, eps, y);
+  else
+    rms_norm_kernel<float><<<unsigned(runs), kNormThreads, 0, stream>>>(x, weight, group, eps, y);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

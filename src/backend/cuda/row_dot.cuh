@@ -4,6 +4,7 @@
 // (coalesced, bf16-rounded once); each lane dequantizes its 32-input chunk of its row once
 // (16-byte loads, issued before the staging barrier so that they overlap it) and uses it for
 // every token. A weight byte is read once per Tokens tokens: once per decode step.
+#include "backend/cuda/reduce.cuh"
 #include "backend/cuda/weight_chunk.cuh"
 
 namespace tetra::cuda {
@@ -12,12 +13,6 @@ constexpr int kRowTokens = 8;                    // tokens per block beyond sing
 constexpr int kSegment = 32 * kChunk;            // inputs one warp covers per pass
 constexpr int kLanePitch = kChunk + 4;           // skewed: lanes' 16-byte reads hit distinct banks
 constexpr int kTilePitch = 32 * kLanePitch;      // floats of one token's staged segment
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
-  return v;
-}
 
 // acc[t] (lane partial sums) += row o · x[t] for t < tokens (x row t at x + t·x_stride).
 // Every thread of the block calls it with the same x, tokens and w.in (row_active false for a
