@@ -2,6 +2,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/formats.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -24,6 +25,7 @@ __device__ __forceinline__ float warp_max(float v) {
 // every thread some rope dims and padding bytes.
 __global__ void __launch_bounds__(kEncodeThreads)
     encode_kv_fp8_kernel(const float* rows, int64_t d, int64_t rope_dim, int64_t row_bytes, uint8_t* out) {
+  allow_next_kernel();
   constexpr int kPerLane = int(kFp8Block / 32);
   const float* row = rows + int64_t(blockIdx.x) * d;
   uint8_t* o = out + int64_t(blockIdx.x) * row_bytes;
@@ -57,6 +59,7 @@ __global__ void __launch_bounds__(kEncodeThreads)
 
 __global__ void decode_kv_fp8_kernel(const uint8_t* bytes, int64_t n, int64_t d, int64_t rope_dim, int64_t row_bytes,
                                      float* out) {
+  allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n * d) return;
   const int64_t r = k / d, i = k % d, nope = d - rope_dim;
@@ -66,6 +69,7 @@ __global__ void decode_kv_fp8_kernel(const uint8_t* bytes, int64_t n, int64_t d,
 }
 
 __global__ void encode_bf16_kernel(const float* values, int64_t count, uint8_t* out) {
+  allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= count) return;
   const uint16_t bits = encode_bf16(values[k]);
@@ -74,6 +78,7 @@ __global__ void encode_bf16_kernel(const float* values, int64_t count, uint8_t* 
 }
 
 __global__ void decode_bf16_kernel(const uint8_t* bytes, int64_t count, float* out) {
+  allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k < count) out[k] = decode_bf16(uint16_t(bytes[2 * k] | (bytes[2 * k + 1] << 8)));
 }
@@ -82,6 +87,7 @@ __global__ void decode_bf16_kernel(const uint8_t* bytes, int64_t count, float* o
 // Walsh-Hadamard loop stage by stage (each value sees the same additions), then one thread per
 // 32-value block picks the scale and packs the codes.
 __global__ void encode_indexer_fp4_kernel(const float* rows, int64_t d, int64_t row_bytes, uint8_t* out) {
+  allow_next_kernel();
   extern __shared__ float v[];
   const float* row = rows + int64_t(blockIdx.x) * d;
   uint8_t* o = out + int64_t(blockIdx.x) * row_bytes;
@@ -113,6 +119,7 @@ __global__ void encode_indexer_fp4_kernel(const float* rows, int64_t d, int64_t 
 }
 
 __global__ void decode_indexer_fp4_kernel(const uint8_t* bytes, int64_t n, int64_t d, int64_t row_bytes, float* out) {
+  allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n * d) return;
   const int64_t r = k / d, i = k % d;

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/paged.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -31,6 +32,7 @@ __device__ Tokens tokens_of(int64_t r, const float* kv, const float* gate, const
 // One thread per (row, channel); candidates in the reference's order: previous, current.
 __global__ void pool_kernel(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n,
                             int64_t width, StepView at, int64_t ratio, bool overlap, float* out) {
+  allow_next_kernel();
   const int64_t out_w = overlap ? width / 2 : width;
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n * out_w) return;
@@ -75,6 +77,7 @@ __global__ void pool_kernel(PagedView pending, const float* kv, const float* gat
 // One block per row: the last `ring` positions of each sequence into the pending ring.
 __global__ void keep_kernel(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t width,
                             StepView at, int64_t ratio, bool overlap) {
+  allow_next_kernel();
   const int64_t r = blockIdx.x, t = at.position[r];
   const Tokens tok = tokens_of(r, kv, gate, ape, pending, width, at, ratio, overlap);
   if (tok.slot < 0 || t <= at.last[r] - tok.ring) return;

@@ -1,6 +1,7 @@
 #include "backend/cuda/elementwise.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -9,6 +10,7 @@ unsigned blocks_for(int64_t n) { return unsigned((n + 255) / 256); }
 
 __global__ void gather_rows_kernel(const float* table, int64_t table_rows, int64_t width, const int32_t* ids, int64_t n,
                                    float* out) {
+  allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n * width) return;
   const int64_t r = k / width;
@@ -18,11 +20,13 @@ __global__ void gather_rows_kernel(const float* table, int64_t table_rows, int64
 }
 
 __global__ void add_kernel(const float* a, const float* b, int64_t n, float* out) {
+  allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k < n) out[k] = a[k] + b[k];
 }
 
 __global__ void swiglu_kernel(const float* gate, const float* up, int64_t n, float limit, float* out) {
+  allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n) return;
   const float g = fminf(gate[k], limit), u = fminf(fmaxf(up[k], -limit), limit);

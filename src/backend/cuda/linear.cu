@@ -22,6 +22,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const int64_t o = group * out_per_group + r;
   const int64_t t0 = int64_t(blockIdx.y) * Tokens;
   const int tokens = int(min(int64_t(Tokens), n - t0));
+  allow_next_kernel();
   float acc[Tokens] = {};
   block_row_dot<Tokens>(w, o, r < out_per_group, x + t0 * x_stride + group * w.in, x_stride, tokens, round_input, tile,
                         acc);
@@ -65,9 +66,13 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
   const int64_t o0 = first + int64_t(blockIdx.x) * 32;
   const int64_t t0 = int64_t(blockIdx.y) * 8 * NT;
   const int tokens = int(min(int64_t(8 * NT), n - t0));
+  const int c_begin = chunks * warp / warps, c_end = chunks * (warp + 1) / warps;
+  if (blockIdx.y == 0) prefetch_rows<F>(w, o0, end, c_begin, c_end);  // launched early: weights first
+  wait_for_inputs();
+  allow_next_kernel();
   float acc[kMmaTiles][NT][4];
   warp_mma_rows<F, NT, P, false>(w, w, o0, end, x + t0 * x_stride + int64_t(blockIdx.z) * w.in, x_stride, tokens,
-                                 chunks * warp / warps, chunks * (warp + 1) / warps, acc);
+                                 c_begin, c_end, acc);
   split_k_sum<NT>(acc, red);
   if (warp != 0) return;
   const int g = lane / 4, t = lane % 4;
@@ -101,8 +106,8 @@ void launch_mma(const WeightRef& w, const float* x, int64_t n, int64_t groups, i
   if (reduction_bytes(warps, NT) > kReductionLimit)
     TETRA_CUDA_CHECK(cudaFuncSetAttribute(linear_mma_kernel<F, NT, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(reduction_bytes(warps, NT))));
-  linear_mma_kernel<F, NT, P><<<dim3(unsigned(row_tiles), unsigned(passes), unsigned(groups)), warps * 32,
-                                reduction_bytes(warps, NT), stream>>>(w, x, n, per_group, groups * w.in, chunks, y);
+  launch_early(linear_mma_kernel<F, NT, P>, dim3(unsigned(row_tiles), unsigned(passes), unsigned(groups)), dim3(warps * 32),
+               reduction_bytes(warps, NT), stream, w, x, n, per_group, groups * w.in, chunks, y);
 }
 
 template <WeightFormat F>

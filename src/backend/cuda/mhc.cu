@@ -2,6 +2,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/reduce.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -14,6 +15,7 @@ constexpr int kThreads = 256;
 // order by the finishing kernels, the same order whatever the batch.
 constexpr int64_t kSliceLength = 512;
 constexpr int64_t kDimPerBlock = 1024;  // output columns per block of the finishing kernels
+constexpr int64_t kMaxSlices = 64;      // hc·dim up to 32768
 
 __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -24,6 +26,7 @@ int64_t slice_count(const HcParams& p) { return (p.hc * p.dim + kSliceLength - 1
 template <int Rows>
 __global__ void __launch_bounds__(kThreads)
     hc_mix_kernel(const float* h, const float* fn, int64_t n, int mix, int64_t flat, float* partial) {
+  allow_next_kernel();
   __shared__ float warp_sums[kThreads / 32][Rows][kSums];
   const int64_t r0 = int64_t(blockIdx.x) * Rows, slice = blockIdx.y, slices = gridDim.y;
   const int64_t begin = slice * kSliceLength, end = min(begin + kSliceLength, flat);
@@ -61,13 +64,17 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// mixes[k] = (fn[k] · v) · rsqrt(mean(v²) + eps) for k < mix, from row r's slice sums (block-wide).
+// mixes[k] = (fn[k] · v) · rsqrt(mean(v²) + eps) for k < mix, from row r's slice sums (block-wide):
+// every thread loads some of the row's partial sums at once, then each sum adds its slices in order.
 __device__ void gather_mixes(const float* partial, int64_t r, int64_t slices, int mix, int64_t flat, float eps,
                              float* mixes) {
+  __shared__ float staged[kMaxSlices * kSums];
   __shared__ float sums[kSums];
+  for (int64_t i = threadIdx.x; i < slices * kSums; i += blockDim.x) staged[i] = partial[r * slices * kSums + i];
+  __syncthreads();
   if (threadIdx.x < kSums) {
     float s = 0;
-    for (int64_t j = 0; j < slices; ++j) s += partial[(r * slices + j) * kSums + threadIdx.x];
+    for (int64_t j = 0; j < slices; ++j) s += staged[j * kSums + threadIdx.x];
     sums[threadIdx.x] = s;
   }
   __syncthreads();
@@ -86,53 +93,70 @@ __device__ void mix_streams(const float* v, const float* pre, int hc, int64_t di
   }
 }
 
-// grid (rows, column blocks): every block derives the row's pre/post/comb (a few hundred flops),
-// the first column block writes post and comb.
+// grid (rows, column blocks): every block derives the row's pre/post/comb (a few hundred flops,
+// unrolled for the stream count HC so that the Sinkhorn matrix stays in registers), the first
+// column block writes post and comb.
+template <int HC>
 __global__ void __launch_bounds__(kThreads)
     hc_pre_finish_kernel(const float* h, const float* partial, int64_t slices, const float* base, const float* scale,
                          HcParams p, float* x, float* post, float* comb) {
+  allow_next_kernel();
   __shared__ float mixes[kMaxMix];
-  __shared__ float pre[kMaxHc];
-  const int hc = int(p.hc), mix = (2 + hc) * hc;
-  const int64_t r = blockIdx.x, flat = p.hc * p.dim;
+  __shared__ float pre[HC];
+  constexpr int mix = (2 + HC) * HC;
+  const int64_t r = blockIdx.x, flat = HC * p.dim;
   gather_mixes(partial, r, slices, mix, flat, p.norm_eps, mixes);
   if (threadIdx.x == 0) {
     const bool writes = blockIdx.y == 0;
-    for (int i = 0; i < hc; ++i) {
+#pragma unroll
+    for (int i = 0; i < HC; ++i) {
       pre[i] = sigmoid(mixes[i] * scale[0] + base[i]) + p.hc_eps;
-      if (writes) post[r * hc + i] = 2 * sigmoid(mixes[hc + i] * scale[1] + base[hc + i]);
+      if (writes) post[r * HC + i] = 2 * sigmoid(mixes[HC + i] * scale[1] + base[HC + i]);
     }
-    float c[kMaxHc * kMaxHc];
-    for (int k = 0; k < hc * hc; ++k) c[k] = mixes[2 * hc + k] * scale[2] + base[2 * hc + k];
-    for (int i = 0; i < hc; ++i) {  // row softmax, then + eps
+    float c[HC][HC];
+#pragma unroll
+    for (int i = 0; i < HC; ++i) {  // row softmax, then + eps
       float m = -INFINITY, s = 0;
-      for (int j = 0; j < hc; ++j) m = fmaxf(m, c[i * hc + j]);
-      for (int j = 0; j < hc; ++j) s += (c[i * hc + j] = expf(c[i * hc + j] - m));
-      for (int j = 0; j < hc; ++j) c[i * hc + j] = c[i * hc + j] / s + p.hc_eps;
+#pragma unroll
+      for (int j = 0; j < HC; ++j) m = fmaxf(m, c[i][j] = mixes[2 * HC + i * HC + j] * scale[2] + base[2 * HC + i * HC + j]);
+#pragma unroll
+      for (int j = 0; j < HC; ++j) s += (c[i][j] = expf(c[i][j] - m));
+#pragma unroll
+      for (int j = 0; j < HC; ++j) c[i][j] = c[i][j] / s + p.hc_eps;
     }
     for (int64_t it = 0; it < max(p.sinkhorn_iters, int64_t(1)); ++it) {
       if (it > 0)
-        for (int i = 0; i < hc; ++i) {
+#pragma unroll
+        for (int i = 0; i < HC; ++i) {
           float s = 0;
-          for (int j = 0; j < hc; ++j) s += c[i * hc + j];
-          for (int j = 0; j < hc; ++j) c[i * hc + j] /= s + p.hc_eps;
+#pragma unroll
+          for (int j = 0; j < HC; ++j) s += c[i][j];
+#pragma unroll
+          for (int j = 0; j < HC; ++j) c[i][j] /= s + p.hc_eps;
         }
-      for (int j = 0; j < hc; ++j) {
+#pragma unroll
+      for (int j = 0; j < HC; ++j) {
         float s = 0;
-        for (int i = 0; i < hc; ++i) s += c[i * hc + j];
-        for (int i = 0; i < hc; ++i) c[i * hc + j] /= s + p.hc_eps;
+#pragma unroll
+        for (int i = 0; i < HC; ++i) s += c[i][j];
+#pragma unroll
+        for (int i = 0; i < HC; ++i) c[i][j] /= s + p.hc_eps;
       }
     }
     if (writes)
-      for (int k = 0; k < hc * hc; ++k) comb[r * hc * hc + k] = c[k];
+#pragma unroll
+      for (int i = 0; i < HC; ++i)
+#pragma unroll
+        for (int j = 0; j < HC; ++j) comb[(r * HC + i) * HC + j] = c[i][j];
   }
   __syncthreads();
-  mix_streams(h + r * flat, pre, hc, p.dim, x + r * p.dim);
+  mix_streams(h + r * flat, pre, HC, p.dim, x + r * p.dim);
 }
 
 __global__ void __launch_bounds__(kThreads)
     hc_head_finish_kernel(const float* h, const float* partial, int64_t slices, const float* base, const float* scale,
                           HcParams p, float* x) {
+  allow_next_kernel();
   __shared__ float mixes[kMaxMix];
   __shared__ float pre[kMaxHc];
   const int hc = int(p.hc);
@@ -145,6 +169,7 @@ __global__ void __launch_bounds__(kThreads)
 
 __global__ void hc_post_kernel(const float* h, const float* y, const float* post, const float* comb, int64_t n, int64_t hc,
                                int64_t dim, float* out) {
+  allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n * hc * dim) return;
   const int64_t d = k % dim, j = (k / dim) % hc, r = k / (dim * hc);
@@ -155,6 +180,8 @@ __global__ void hc_post_kernel(const float* h, const float* y, const float* post
 
 void check_hc(const HcParams& p) {
   if (p.hc < 1 || p.hc > kMaxHc) runtime_error("cuda mHC: hc_mult ", p.hc, " is not supported (at most ", kMaxHc, ")");
+  if (slice_count(p) > kMaxSlices)
+    runtime_error("cuda mHC: hc_mult·dim ", p.hc * p.dim, " is above ", kMaxSlices * kSliceLength);
 }
 
 // The mix pass over n rows: Rows per block once there are enough rows to share the fn loads.
@@ -182,8 +209,15 @@ void hc_pre(const float* h, const float* fn, const float* base, const float* sca
   check_hc(p);
   if (n == 0) return;
   launch_mix(h, fn, n, int((2 + p.hc) * p.hc), p, scratch, stream);
-  hc_pre_finish_kernel<<<finish_grid(n, p), kThreads, 0, stream>>>(h, scratch, slice_count(p), base, scale, p, x, post,
-                                                                    comb);
+  auto finish = [&](auto kernel) {
+    kernel<<<finish_grid(n, p), kThreads, 0, stream>>>(h, scratch, slice_count(p), base, scale, p, x, post, comb);
+  };
+  switch (p.hc) {
+    case 1: finish(hc_pre_finish_kernel<1>); break;
+    case 2: finish(hc_pre_finish_kernel<2>); break;
+    case 3: finish(hc_pre_finish_kernel<3>); break;
+    default: finish(hc_pre_finish_kernel<4>); break;
+  }
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -3,6 +3,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/row_dot.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -21,6 +22,7 @@ __device__ float score_of(float v, ScoringFunc f) {
 // One block per token; dynamic shared memory: 2·experts floats (scores, biased scores).
 __global__ void route_kernel(const float* logits, const float* bias, const int32_t* tid2eid, const int32_t* ids,
                              RouteParams p, float* weights, int32_t* selected) {
+  allow_next_kernel();
   extern __shared__ float shared[];
   float* s = shared;
   float* biased = shared + p.experts;
@@ -60,6 +62,7 @@ __global__ void route_kernel(const float* logits, const float* bias, const int32
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     expert_up_kernel(const float* x, int64_t dim, int64_t inter, const int32_t* selected, int64_t k, const WeightRef* w1,
                      const WeightRef* w3, float limit, bool round_input, float* h) {
+  allow_next_kernel();
   __shared__ __align__(16) float tile[kTilePitch];
   const int64_t o = int64_t(blockIdx.y) * kWarpsPerBlock + threadIdx.x / 32;
   const int64_t pair = blockIdx.x, t = pair / k;
@@ -76,6 +79,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     expert_down_kernel(const float* h, int64_t dim, int64_t inter, const int32_t* selected, const WeightRef* w2,
                        bool round_input, float* y) {
+  allow_next_kernel();
   __shared__ __align__(16) float tile[kTilePitch];
   const int64_t o = int64_t(blockIdx.y) * kWarpsPerBlock + threadIdx.x / 32;
   const int64_t pair = blockIdx.x;
@@ -96,6 +100,7 @@ template <WeightFormat F, int P>
 __global__ void __launch_bounds__(kMaxSplit * 32)
     expert_up_mma_kernel(const float* x, int64_t dim, int64_t inter, const int32_t* selected, int64_t k,
                          const WeightRef* w1, const WeightRef* w3, float limit, int chunks, float* h) {
+  allow_next_kernel();
   extern __shared__ __align__(16) float red[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int64_t pair = blockIdx.y, t = pair / k, o0 = int64_t(blockIdx.x) * 16;
@@ -119,6 +124,7 @@ template <WeightFormat F, int P>
 __global__ void __launch_bounds__(kMaxSplit * 32)
     expert_down_mma_kernel(const float* h, int64_t dim, int64_t inter, const int32_t* selected, const WeightRef* w2,
                            int chunks, float* y) {
+  allow_next_kernel();
   extern __shared__ __align__(16) float red[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int64_t pair = blockIdx.y, o0 = int64_t(blockIdx.x) * 32;
@@ -171,6 +177,7 @@ void experts_mma_parts(bool round_input, const float* x, int64_t pairs, int64_t 
 }
 
 __global__ void combine_kernel(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim, float* out) {
+  allow_next_kernel();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * dim) return;
   const int64_t t = i / dim, d = i % dim;

@@ -2,6 +2,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/reduce.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -13,6 +14,7 @@ constexpr int kNormThreads = 512;
 template <typename Vec>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(const float* x, const float* weight, int64_t group, float eps, float* y) {
+  allow_next_kernel();
   constexpr int kLanes = sizeof(Vec) / sizeof(float);
   const int vecs = int(group / kLanes);
   const Vec* v = reinterpret_cast<const Vec*>(x + int64_t(blockIdx.x) * group);
@@ -41,6 +43,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv_freq, int64_t rows, int64_t heads,
                             int64_t head_dim, int64_t half, bool inverse) {
+  allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= rows * heads * half) return;
   const int64_t i = k % half, h = (k / half) % heads, r = k / (half * heads);

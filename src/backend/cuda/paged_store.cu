@@ -1,10 +1,12 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/paged.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace tetra::cuda {
 namespace {
 
 __global__ void store_rows_kernel(PagedView dst, const uint8_t* rows, StepView at, int64_t ring, int64_t ratio) {
+  allow_next_kernel();
   const int64_t r = blockIdx.x;
   const int32_t slot = at.slot[r], t = at.position[r];
   if (slot < 0) return;

@@ -1,0 +1,51 @@
+#pragma once
+// Kernels chained by programmatic dependent launch (PDL). A kernel started with
+// `launch_early` may begin while the kernel before it on the stream is still running, as soon
+// as that kernel has called allow_next_kernel() in every block; so it can request what depends
+// on nothing earlier (its weights) ahead of time. The contract for a kernel started this way:
+// call wait_for_inputs() before reading anything an earlier kernel wrote AND before writing
+// anything (the buffer may still be read by an earlier kernel); what it reads before then must
+// be immutable (weights). allow_next_kernel() is harmless in any kernel: the next one still
+// waits for this one to finish before it touches data.
+// TETRA_CUDA_PDL=0 (the CMake option of the same name) launches everything plainly, for
+// measuring what the overlap gains.
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+
+#ifndef TETRA_CUDA_PDL
+#define TETRA_CUDA_PDL 1
+#endif
+
+namespace tetra::cuda {
+
+__device__ __forceinline__ void wait_for_inputs() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void allow_next_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Asks L2 for `bytes` (a multiple of 16) from 16-byte-aligned p, without waiting for them.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+template <typename... Params, typename... Args>
+void launch_early(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                  Args&&... args) {
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = TETRA_CUDA_PDL;
+  const cudaLaunchConfig_t config{grid, block, shared_bytes, stream, &overlap, 1};
+  TETRA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace tetra::cuda
