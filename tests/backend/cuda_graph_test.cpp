@@ -8,6 +8,7 @@
 
 #include "io/safetensors.h"
 #include "model/forward.h"
+#include "backend/cuda/capture_arena.h"
 #include "support/cuda_parity.h"
 #include "support/tiny_checkpoint.h"
 
@@ -105,6 +106,28 @@ TEST(CudaGraph, ReplayEqualsEagerBitForBit) {
                 (long long)batch, ms[0], ms[1]);
   }
   fs::remove_all(dir);
+}
+
+// The arena that holds a capture's tensors: first fit at 256-byte alignment, freed ranges
+// reused and merged with their neighbours, a new chunk only when nothing fits.
+TEST(CaptureArena, ReusesAndMergesFreedRanges) {
+  TETRA_REQUIRE_GPU();
+  cuda::CaptureArena arena;
+  std::byte* a = static_cast<std::byte*>(arena.allocate(100));
+  std::byte* b = static_cast<std::byte*>(arena.allocate(1000));
+  std::byte* c = static_cast<std::byte*>(arena.allocate(300));
+  EXPECT_EQ(b, a + 256);
+  EXPECT_EQ(c, b + 1024);
+  const size_t chunk = arena.reserved_bytes();
+  arena.release(b);
+  EXPECT_EQ(arena.allocate(500), b);  // the first hole that fits
+  arena.release(a);
+  arena.release(b);
+  arena.release(c);
+  EXPECT_EQ(arena.allocate(chunk), a);  // all three merged back into the whole chunk
+  EXPECT_EQ(arena.reserved_bytes(), chunk);
+  EXPECT_NE(arena.allocate(1), nullptr);  // nothing left in the first chunk: a second one
+  EXPECT_GT(arena.reserved_bytes(), chunk);
 }
 
 }  // namespace

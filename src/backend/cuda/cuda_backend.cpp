@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cuda/cache_codec.h"
+#include "backend/cuda/capture_arena.h"
 #include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/dequant_gemm.h"
@@ -174,7 +175,12 @@ class CudaBackend final : public Backend {
                                        cudaMemcpyHostToDevice, stream()));
   }
   std::unique_ptr<DeviceGraph> capture(const std::function<void()>& body) override {
-    return std::make_unique<cuda::CudaGraph>(stream_, body);
+    recording_ = true;  // make() places the body's tensors in the arena (capture_arena.h)
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{recording_};
+    return std::make_unique<cuda::CudaGraph>(stream_, arena_, body);
   }
 
   // ---- dense math
@@ -401,9 +407,16 @@ class CudaBackend final : public Backend {
     return *gemm_;
   }
 
-  // Stream-ordered allocation; the free is ordered after every use on the same stream.
+  // Stream-ordered allocation; the free is ordered after every use on the same stream. While a
+  // graph is recorded, from the capture arena instead.
   Tensor make(Shape shape, ElemType type) const {
     const size_t bytes = size_t(std::max<int64_t>(shape_numel(shape) * elem_bytes(type), 1));
+    if (recording_) {
+      std::shared_ptr<cuda::CaptureArena> arena = arena_;
+      std::shared_ptr<std::byte[]> storage(static_cast<std::byte*>(arena->allocate(bytes)),
+                                           [arena](std::byte* q) { arena->release(q); });
+      return Tensor(std::move(shape), type, std::move(storage));
+    }
     void* p = nullptr;
     TETRA_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream()));
     std::shared_ptr<cuda::CudaStream> owner = stream_;
@@ -483,6 +496,8 @@ class CudaBackend final : public Backend {
 
   CudaNumerics numerics_;
   std::shared_ptr<cuda::CudaStream> stream_;
+  std::shared_ptr<cuda::CaptureArena> arena_ = std::make_shared<cuda::CaptureArena>();  // shared with the graphs
+  bool recording_ = false;  // a graph capture is running: make() uses arena_
   std::unique_ptr<cuda::DequantGemm> gemm_;  // after stream_: destroyed first
 };
 

@@ -1,12 +1,13 @@
 #pragma once
 // RAII CUDA graph: the captured graph and its executable instance, launched on the stream it
-// was captured from.
+// was captured from; it keeps the arena its tensors were placed in.
 #include <cuda_runtime.h>
 
 #include <functional>
 #include <memory>
 
 #include "backend/backend.h"
+#include "backend/cuda/capture_arena.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_stream.h"
 
@@ -15,7 +16,8 @@ namespace tetra::cuda {
 class CudaGraph final : public DeviceGraph {
  public:
   // Records what `body` enqueues on `stream` (which must have no other work being captured).
-  CudaGraph(std::shared_ptr<CudaStream> stream, const std::function<void()>& body) : stream_(std::move(stream)) {
+  CudaGraph(std::shared_ptr<CudaStream> stream, std::shared_ptr<CaptureArena> arena, const std::function<void()>& body)
+      : stream_(std::move(stream)), arena_(std::move(arena)) {
     TETRA_CUDA_CHECK(cudaStreamBeginCapture(stream_->get(), cudaStreamCaptureModeThreadLocal));
     try {
       body();
@@ -38,6 +40,7 @@ class CudaGraph final : public DeviceGraph {
 
  private:
   std::shared_ptr<CudaStream> stream_;
+  std::shared_ptr<CaptureArena> arena_;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
 };
