@@ -29,7 +29,13 @@ void* CaptureArena::allocate(size_t bytes) {
   }
   Chunk c;
   c.size = std::max(length, kMinChunk);
-  TETRA_CUDA_CHECK(cudaMalloc(&c.base, c.size));  // allowed while a stream is being captured
+  // cudaMalloc is refused while this thread records a stream in the strict capture modes; it
+  // enqueues nothing, so allow it for this call.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  TETRA_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  const cudaError_t status = cudaMalloc(&c.base, c.size);
+  TETRA_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  TETRA_CUDA_CHECK(status);
   if (c.size > length) c.free.emplace(length, c.size - length);
   chunks_.push_back(std::move(c));
   void* p = chunks_.back().base;
