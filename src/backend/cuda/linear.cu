@@ -56,17 +56,44 @@ void generic_linear(const WeightRef& w, const float* x, int64_t n, int64_t group
 constexpr int max_split(int) { return 8; }
 constexpr int64_t kTargetWarps = 2048;
 constexpr size_t kReductionLimit = 48 * 1024;
+// A matrix of few row tiles (the router, weights_proj, compressors) also splits each tile's
+// chunks over several blocks until about this many blocks run; their partial outputs are added
+// in split order by sum_splits_kernel.
+constexpr int64_t kMinBlocks = 128;
+
+struct MmaSplit {
+  int warps = 1;   // per block, sharing a row tile's chunks
+  int blocks = 1;  // per row tile
+};
+
+// Depends on the matrix only (never on the tokens): a row's sums keep their order whatever the batch.
+MmaSplit mma_split(const WeightRef& w, int64_t groups, int split_k) {
+  const int chunks = mma_chunks(w.format, w.in);
+  const int64_t tiles = (w.out / groups + 31) / 32 * groups;
+  MmaSplit s;
+  if (split_k > 0) {
+    s.warps = split_k;
+    return s;
+  }
+  while (s.warps < 8 && 2 * s.warps <= chunks && tiles * s.warps < kTargetWarps) s.warps *= 2;
+  while (tiles * s.blocks * 2 <= kMinBlocks && chunks >= 4 * s.blocks * s.warps) s.blocks *= 2;
+  return s;
+}
 
 template <WeightFormat F, int NT, int P>
 __global__ void __launch_bounds__(max_split(NT) * 32)
-    linear_mma_kernel(WeightRef w, const float* x, int64_t n, int64_t per_group, int64_t x_stride, int chunks, float* y) {
+    linear_mma_kernel(WeightRef w, const float* x, int64_t n, int64_t per_group, int64_t x_stride, int chunks, int splits,
+                      float* y) {
   extern __shared__ __align__(16) float red[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int64_t first = int64_t(blockIdx.z) * per_group, end = first + per_group;
-  const int64_t o0 = first + int64_t(blockIdx.x) * 32;
+  const int split = int(blockIdx.x % splits);
+  const int64_t o0 = first + int64_t(blockIdx.x / splits) * 32;
   const int64_t t0 = int64_t(blockIdx.y) * 8 * NT;
   const int tokens = int(min(int64_t(8 * NT), n - t0));
-  const int c_begin = chunks * warp / warps, c_end = chunks * (warp + 1) / warps;
+  const int s_begin = chunks * split / splits, span = chunks * (split + 1) / splits - s_begin;
+  const int c_begin = s_begin + span * warp / warps, c_end = s_begin + span * (warp + 1) / warps;
+  float* out = y + int64_t(split) * n * w.out;  // split > 0: the partial outputs after y's
   if (blockIdx.y == 0) prefetch_rows<F>(w, o0, end, c_begin, c_end);  // launched early: weights first
   wait_for_inputs();
   allow_next_kernel();
@@ -84,67 +111,88 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
       for (int i = 0; i < 4; ++i) {
         const int64_t o = o0 + 16 * r + g + 8 * (i / 2);
         const int token = 8 * j + 2 * t + i % 2;
-        if (o < end && token < tokens) y[(t0 + token) * w.out + o] = acc[r][j][i];
+        if (o < end && token < tokens) out[(t0 + token) * w.out + o] = acc[r][j][i];
       }
+}
+
+// y[i] = Σ_s partial[s·count + i] in split order (partial: `splits` outputs of `count` floats).
+__global__ void sum_splits_kernel(const float* partial, int splits, int64_t count, float* y) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  float s = 0;
+  for (int k = 0; k < splits; ++k) s += partial[k * count + i];
+  y[i] = s;
 }
 
 size_t reduction_bytes(int warps, int nt) { return size_t(warps - 1) * kMmaTiles * nt * 4 * 32 * sizeof(float); }
 
 template <WeightFormat F, int NT, int P>
-void launch_mma(const WeightRef& w, const float* x, int64_t n, int64_t groups, int split_k, float* y,
+void launch_mma(const WeightRef& w, const float* x, int64_t n, int64_t groups, int split_k, float* y, float* scratch,
                 cudaStream_t stream) {
   const int64_t per_group = w.out / groups;
   const int chunks = mma_chunks(F, w.in);
   const int64_t row_tiles = (per_group + 31) / 32, passes = (n + 8 * NT - 1) / (8 * NT);
-  int warps = split_k;
-  if (warps <= 0) {  // enough warps to keep the memory system busy, at least one chunk each
-    warps = 1;
-    while (warps < max_split(NT) && 2 * warps <= chunks && row_tiles * groups * warps < kTargetWarps) warps *= 2;
-  }
+  const MmaSplit split = mma_split(w, groups, split_k);
+  const int warps = split.warps;
   if (warps > max_split(NT)) runtime_error("cuda linear: split ", warps, " too large");
   // the widest token tiles need more than the default 48 KB for the split-K partial sums
   if (reduction_bytes(warps, NT) > kReductionLimit)
     TETRA_CUDA_CHECK(cudaFuncSetAttribute(linear_mma_kernel<F, NT, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(reduction_bytes(warps, NT))));
-  launch_early(linear_mma_kernel<F, NT, P>, dim3(unsigned(row_tiles), unsigned(passes), unsigned(groups)), dim3(warps * 32),
-               reduction_bytes(warps, NT), stream, w, x, n, per_group, groups * w.in, chunks, y);
+  const unsigned grid_x = unsigned(row_tiles * split.blocks);
+  float* out = split.blocks == 1 ? y : scratch;
+  launch_early(linear_mma_kernel<F, NT, P>, dim3(grid_x, unsigned(passes), unsigned(groups)), dim3(warps * 32),
+               reduction_bytes(warps, NT), stream, w, x, n, per_group, groups * w.in, chunks, split.blocks, out);
+  if (split.blocks > 1) {
+    const int64_t count = n * w.out;
+    launch_early(sum_splits_kernel, dim3(unsigned((count + 255) / 256)), dim3(256), 0, stream, scratch, split.blocks,
+                 count, y);
+  }
 }
 
 template <WeightFormat F>
 void dispatch_tokens(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input, int split_k,
-                     float* y, cudaStream_t stream) {
+                     float* y, float* scratch, cudaStream_t stream) {
   if (!round_input) {  // f32 activations: three bf16 parts each
-    if (n <= 8) launch_mma<F, 1, 3>(w, x, n, groups, split_k, y, stream);
-    else launch_mma<F, 8, 3>(w, x, n, groups, split_k, y, stream);
-  } else if (n <= 8) launch_mma<F, 1, 1>(w, x, n, groups, split_k, y, stream);
-  else if (n <= 16) launch_mma<F, 2, 1>(w, x, n, groups, split_k, y, stream);
-  else if (n <= 32) launch_mma<F, 4, 1>(w, x, n, groups, split_k, y, stream);
-  else launch_mma<F, 8, 1>(w, x, n, groups, split_k, y, stream);
+    if (n <= 8) launch_mma<F, 1, 3>(w, x, n, groups, split_k, y, scratch, stream);
+    else launch_mma<F, 8, 3>(w, x, n, groups, split_k, y, scratch, stream);
+  } else if (n <= 8) launch_mma<F, 1, 1>(w, x, n, groups, split_k, y, scratch, stream);
+  else if (n <= 16) launch_mma<F, 2, 1>(w, x, n, groups, split_k, y, scratch, stream);
+  else if (n <= 32) launch_mma<F, 4, 1>(w, x, n, groups, split_k, y, scratch, stream);
+  else launch_mma<F, 8, 1>(w, x, n, groups, split_k, y, scratch, stream);
 }
 
 }  // namespace
 
+int64_t linear_scratch_floats(const WeightRef& w, const float* x, int64_t n, int64_t groups) {
+  if (!mma_rows_supported(w, x, groups)) return 0;
+  const MmaSplit split = mma_split(w, groups, 0);
+  return split.blocks > 1 ? split.blocks * n * w.out : 0;
+}
+
 void linear(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input_to_bf16, float* y,
-            cudaStream_t stream, int split_k) {
+            float* scratch, cudaStream_t stream, int split_k) {
   if (n == 0 || w.out == 0) return;
   if (!mma_rows_supported(w, x, groups)) {
     generic_linear(w, x, n, groups, round_input_to_bf16, y, stream);
   } else {
     switch (w.format) {
       case WeightFormat::dense:
-        dispatch_tokens<WeightFormat::dense>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        dispatch_tokens<WeightFormat::dense>(w, x, n, groups, round_input_to_bf16, split_k, y, scratch, stream);
         break;
       case WeightFormat::fp8_block:
-        dispatch_tokens<WeightFormat::fp8_block>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        dispatch_tokens<WeightFormat::fp8_block>(w, x, n, groups, round_input_to_bf16, split_k, y, scratch, stream);
         break;
       case WeightFormat::fp8_tensor:
-        dispatch_tokens<WeightFormat::fp8_tensor>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        dispatch_tokens<WeightFormat::fp8_tensor>(w, x, n, groups, round_input_to_bf16, split_k, y, scratch, stream);
         break;
       case WeightFormat::mxfp4:
-        dispatch_tokens<WeightFormat::mxfp4>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        dispatch_tokens<WeightFormat::mxfp4>(w, x, n, groups, round_input_to_bf16, split_k, y, scratch, stream);
         break;
       case WeightFormat::nvfp4:
-        dispatch_tokens<WeightFormat::nvfp4>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        dispatch_tokens<WeightFormat::nvfp4>(w, x, n, groups, round_input_to_bf16, split_k, y, scratch, stream);
         break;
     }
   }
