@@ -91,6 +91,18 @@ __device__ __forceinline__ void stage_key(const uint8_t* row, int first, uint16_
   }
 }
 
+// The same share of a key's row requested into L2 ahead of its staging (every 32 bytes of it,
+// its last byte, and the fp4 scale byte).
+template <RowFormat F, int D, int Octets>
+__device__ __forceinline__ void prefetch_key(const uint8_t* row, int first) {
+  constexpr int kOctetBytes = F == RowFormat::fp4_indexer ? 4 : F == RowFormat::bf16 ? 16 : 32;
+  const uint8_t* p = row + first * kOctetBytes;
+#pragma unroll
+  for (int o = 0; o < Octets * kOctetBytes; o += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p + Octets * kOctetBytes - 1));
+  if constexpr (F == RowFormat::fp4_indexer) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + D / 2 + first / 4));
+}
+
 template <RowFormat F, int D>
 __global__ void __launch_bounds__(kMmaThreads, 4)
     indexer_score_mma_kernel(const float* q, const float* weights, PagedView keys, StepView at, int64_t heads,
@@ -137,21 +149,27 @@ __global__ void __launch_bounds__(kMmaThreads, 4)
   // from the k-step pair's start), for n-tile keys 32·key_half + 8·nt + l % 8.
   const uint32_t tile_address = uint32_t(__cvta_generic_to_shared(tile));
   const uint32_t lane_address = tile_address + 2u * uint32_t((32 * key_half + lane % 8) * kStride + 8 * (lane / 8));
-  const int staged_key = threadIdx.x % kTileKeys, staged_part = threadIdx.x / kTileKeys;
+  // Each key of a tile is staged by two threads, half its octets each (zeros past the visible
+  // keys); a thread finds its key's row in the block's next tile one tile ahead and requests it
+  // into L2, so those bytes travel while this tile computes.
+  const int staged_key = threadIdx.x % kTileKeys, staged_first = threadIdx.x / kTileKeys * kOctetsPerThread;
+  auto row_in = [&](int64_t tile_index) -> const uint8_t* {
+    const int64_t c = tile_index * kTileKeys + staged_key;
+    return c < count ? paged_row(keys, slot, c) : nullptr;
+  };
+  const uint8_t* row = row_in(blockIdx.y);
 
   for (int64_t tile_index = blockIdx.y; tile_index < tiles; tile_index += gridDim.y) {
     const int64_t base = tile_index * kTileKeys;
-    {  // each key of the tile by two threads, half its octets each; zeros past the visible keys
-      const int64_t c = base + staged_key;
-      uint16_t* dst = tile + staged_key * kStride;
-      if (c < count) {
-        stage_key<F, D, kOctetsPerThread>(paged_row(keys, slot, c), staged_part * kOctetsPerThread, dst);
-      } else {
+    uint16_t* dst = tile + staged_key * kStride;
+    if (row) {
+      stage_key<F, D, kOctetsPerThread>(row, staged_first, dst);
+    } else {
 #pragma unroll
-        for (int i = 0; i < kOctetsPerThread; ++i)
-          reinterpret_cast<uint4*>(dst)[staged_part * kOctetsPerThread + i] = make_uint4(0, 0, 0, 0);
-      }
+      for (int i = 0; i < kOctetsPerThread; ++i) reinterpret_cast<uint4*>(dst)[staged_first + i] = make_uint4(0, 0, 0, 0);
     }
+    row = row_in(tile_index + gridDim.y);
+    if (row) prefetch_key<F, D, kOctetsPerThread>(row, staged_first);
     __syncthreads();
 
     float acc[2][4][4] = {};
