@@ -221,7 +221,7 @@ template <int PerLane>
 __global__ void __launch_bounds__(kExactThreads)
     indexer_score_kernel(const float* q, const float* weights, PagedView keys, RowFormat format, StepView at,
                          int64_t heads, int64_t d, int64_t ratio, float weight_scale, float* scratch, int64_t capacity) {
-  const int64_t r = int64_t(gridDim.x) - 1 - blockIdx.x;
+  const int64_t r = int64_t(gridDim.x) - 1 - blockIdx.x;  // longest rows first, as above
   const int64_t count = visible_keys(at, r, ratio);
   const int32_t slot = at.slot[r];
   float* z = scratch + r * capacity;
@@ -399,7 +399,7 @@ void paged_indexer_scores(const float* q, const float* weights, PagedView keys, 
   const int64_t tiles = (capacity + kTileKeys - 1) / kTileKeys;
   if (n == 0 || tiles == 0) return;
   // blocks per row: one row fills the GPU, a large step takes one block per row
-  const int64_t columns = std::min({tiles, std::max<int64_t>(1, (kScoreBlocks + n - 1) / n), int64_t(65535)});
+  const int64_t columns = std::min(tiles, std::max<int64_t>(1, (kScoreBlocks + n - 1) / n));
   const dim3 grid{unsigned(n), unsigned(columns)};
   if (bf16_inputs && tensor_core_scores(keys, format, heads, d)) {
     auto run = [&](auto kernel) {
