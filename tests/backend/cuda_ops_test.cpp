@@ -6,7 +6,10 @@
 #include <array>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/paged.h"
 #include "io/safetensors.h"
 #include "runtime/paged_cache.h"
 #include "support/cuda_parity.h"
@@ -711,6 +714,175 @@ TEST_F(CudaOps, IndexerTopkLongRows) {
           }
         }
       }
+    }
+  }
+}
+
+// ---- the indexer on the default numerics (tensor-core scores) at V4-Flash shapes: 64 heads of
+// 128, ratio 4, keys of two sequences in a pool of 37-row blocks (the kernels' 64-key tiles
+// straddle blocks), slot 1's blocks in reverse order.
+struct V4IndexerKeys {
+  static constexpr int64_t kHeads = 64, kDim = 128, kRatio = 4, kTopk = 512, kRowsPerBlock = 37, kCapacity = 2048;
+  static constexpr int64_t kBlocks = (kCapacity + kRowsPerBlock - 1) / kRowsPerBlock, kPoolRows = 2 * kBlocks * kRowsPerBlock;
+  std::vector<int32_t> tables = std::vector<int32_t>(size_t(2 * kBlocks));
+  V4IndexerKeys() {
+    for (int64_t b = 0; b < kBlocks; ++b) tables[size_t(b)] = int32_t(b), tables[size_t(2 * kBlocks - 1 - b)] = int32_t(kBlocks + b);
+  }
+  // The pool row of key c of slot s.
+  int64_t pool_row(int32_t slot, int64_t c) const {
+    return int64_t(tables[size_t(slot * kBlocks + c / kRowsPerBlock)]) * kRowsPerBlock + c % kRowsPerBlock;
+  }
+  PagedRows rows(Backend& b, Tensor pool) const {
+    PagedRows p;
+    p.row_bytes = int64_t(pool.numel() * elem_bytes(pool.type())) / pool.rows();
+    p.pool = std::move(pool);
+    p.tables = b.upload_i32(tables, {2, kBlocks});
+    p.width = kBlocks, p.rows_per_block = kRowsPerBlock, p.block_bytes = kRowsPerBlock * p.row_bytes, p.capacity = kCapacity;
+    return p;
+  }
+  // Rows (slot, position) of one step, each its own sequence's only row; the i32 layout of StepRows.
+  static std::vector<int32_t> step(const std::vector<std::pair<int32_t, int32_t>>& rows) {
+    const size_t n = rows.size();
+    std::vector<int32_t> at(5 * n);
+    for (size_t r = 0; r < n; ++r) {
+      at[r] = rows[r].first;
+      at[n + r] = at[3 * n + r] = rows[r].second;  // position, last
+      at[2 * n + r] = rows[r].second;               // start
+      at[4 * n + r] = int32_t(r);                   // first row
+    }
+    return at;
+  }
+  static StepRows step_rows(Backend& b, const std::vector<int32_t>& at) {
+    const int64_t n = int64_t(at.size()) / 5;
+    const Tensor t = b.upload_i32(at, {5 * n});
+    return {t.rows_view(0, n), t.rows_view(n, n), t.rows_view(2 * n, n), t.rows_view(3 * n, n), t.rows_view(4 * n, n)};
+  }
+  static int64_t visible(const std::pair<int32_t, int32_t>& row) { return row.first < 0 ? 0 : (row.second + 1) / kRatio; }
+};
+
+// The raw scores of cuda::paged_indexer_scores (the op's first pass) against a double-precision
+// reference on the keys and queries as stored: within 1e-2 on the tensor cores (bf16 queries and
+// f32 keys; fp4 keys and queries are exact in bf16, so within f32 summation there), within 1e-4
+// in f32; scores past a row's visible keys untouched; every row's scores bit-identical when it
+// runs alone (another grid, another batch).
+TEST_F(CudaOps, IndexerScoresV4Shapes) {
+  using K = V4IndexerKeys;
+  const K paged;
+  const std::vector<std::pair<int32_t, int32_t>> rows{{0, 8191}, {1, 8190}, {0, 4096}, {1, 255}, {-1, 4000},
+                                                      {0, 2},    {1, 6999}, {0, 3},    {1, 65 * 4 + 1}};
+  const int64_t n = int64_t(rows.size());
+  const float weight_scale = 1.0f / std::sqrt(float(K::kHeads));
+  for (IndexerCacheDtype it : {IndexerCacheDtype::f32, IndexerCacheDtype::bf16, IndexerCacheDtype::fp4}) {
+    const auto keys = random_values(size_t(K::kPoolRows * K::kDim), rng), q = random_values(size_t(n * K::kHeads * K::kDim), rng);
+    const auto w = random_values(size_t(n * K::kHeads), rng);
+    Backend& cpu = *be->cpu;
+    Backend& gpu = *be->gpu;
+    const std::vector<float> decoded =
+        cpu.download(cpu.decode_indexer(cpu.encode_indexer(cpu.upload(keys, {K::kPoolRows, K::kDim}), it), it, K::kDim));
+    const std::vector<float> query = cpu.download(cpu.indexer_query(cpu.upload(q, {n, K::kHeads * K::kDim}), it, K::kDim));
+
+    const PagedRows pool = paged.rows(gpu, gpu.encode_indexer(gpu.upload(keys, {K::kPoolRows, K::kDim}), it));
+    const Tensor gq = gpu.indexer_query(gpu.upload(q, {n, K::kHeads * K::kDim}), it, K::kDim);
+    const Tensor gw = gpu.upload(w, {n, K::kHeads});
+    const cuda::PagedView view{pool.pool.data<uint8_t>(), pool.tables.data<int32_t>(), pool.width, 0, pool.rows_per_block,
+                               pool.row_bytes, pool.block_bytes};
+    const cuda::RowFormat format = it == IndexerCacheDtype::f32    ? cuda::RowFormat::f32
+                                   : it == IndexerCacheDtype::bf16 ? cuda::RowFormat::bf16
+                                                                   : cuda::RowFormat::fp4_indexer;
+    // rows [first, first + count) of the step, scored on the legacy stream once the backend's is done
+    auto scores = [&](int64_t first, int64_t count, bool bf16_inputs) {
+      const std::vector<int32_t> at = K::step({rows.begin() + first, rows.begin() + first + count});
+      const Tensor t = gpu.upload_i32(at, {5 * count});
+      const int32_t* a = t.data<int32_t>();
+      cuda::DeviceBuffer scratch(size_t(count * K::kCapacity) * sizeof(float));
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(cudaMemset(scratch.get(), 0xFF, scratch.bytes()), cudaSuccess);  // NaN: untouched
+      cuda::paged_indexer_scores(gq.data<float>() + first * K::kHeads * K::kDim, gw.data<float>() + first * K::kHeads, view,
+                                 format, count, {a, a + count, a + 2 * count, a + 3 * count, a + 4 * count}, K::kHeads,
+                                 K::kDim, K::kRatio, weight_scale, bf16_inputs, scratch.get<float>(), K::kCapacity, nullptr);
+      std::vector<float> out(size_t(count * K::kCapacity));
+      EXPECT_EQ(cudaMemcpy(out.data(), scratch.get(), out.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      return out;
+    };
+    std::vector<std::vector<float>> want(static_cast<size_t>(n));  // per row, its visible keys
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < K::visible(rows[size_t(r)]); ++c) {
+        const float* key = decoded.data() + paged.pool_row(rows[size_t(r)].first, c) * K::kDim;
+        double s = 0;
+        for (int64_t h = 0; h < K::kHeads; ++h) {
+          double qk = 0;
+          for (int64_t i = 0; i < K::kDim; ++i) qk += double(query[size_t((r * K::kHeads + h) * K::kDim + i)]) * key[i];
+          s += std::max(qk, 0.0) * double(w[size_t(r * K::kHeads + h)]) * weight_scale;
+        }
+        want[size_t(r)].push_back(float(s));
+      }
+    for (bool bf16_inputs : {true, false}) {
+      const std::vector<float> together = scores(0, n, bf16_inputs);
+      for (int64_t r = 0; r < n; ++r) {
+        const std::string where = "format " + std::to_string(int(it)) + (bf16_inputs ? " bf16" : " f32") + " row " + std::to_string(r);
+        const int64_t visible = K::visible(rows[size_t(r)]);
+        const std::vector<float> got(together.begin() + r * K::kCapacity, together.begin() + r * K::kCapacity + visible);
+        const bool exact_inputs = !bf16_inputs || it == IndexerCacheDtype::fp4;
+        EXPECT_LT(relative_difference(got, want[size_t(r)]), exact_inputs ? kF32Tolerance : kBf16Tolerance) << where;
+        for (int64_t c = visible; c < K::kCapacity; ++c)
+          if (!std::isnan(together[size_t(r * K::kCapacity + c)])) {
+            ADD_FAILURE() << where << ": key " << c << " past the visible " << visible << " written";
+            break;
+          }
+        const std::vector<float> alone = scores(r, 1, bf16_inputs);
+        EXPECT_EQ(0, std::memcmp(alone.data(), together.data() + r * K::kCapacity, size_t(visible) * sizeof(float)))
+            << where << ": differs when the row runs alone";
+      }
+    }
+  }
+}
+
+// The default backend's top-k picks the same keys as the CPU (and the exact mode) when the
+// scores are well separated: per sequence, 512 keys among the first 1024 lean strongly along
+// every head's query direction, the rest are small noise; rows see 0, 100 (fewer than k), 1024,
+// 1500 and 2048 keys. Within the 512 the order may differ (close scores): sets are compared.
+TEST_F(CudaOps, IndexerTopkDefaultNumericsSeparatedScores) {
+  using K = V4IndexerKeys;
+  const K paged;
+  const std::vector<std::pair<int32_t, int32_t>> rows{{0, 4095}, {1, 5999}, {0, 8191}, {1, 399}, {0, 2}, {-1, 100}, {1, 8191}};
+  const int64_t n = int64_t(rows.size());
+  std::normal_distribution<float> noise(0.0f, 0.02f);
+  std::vector<float> u(size_t(K::kDim));
+  for (float& x : u) x = noise(rng);
+  double norm = 0;
+  for (float x : u) norm += double(x) * x;
+  for (float& x : u) x = float(x / std::sqrt(norm));
+  std::vector<float> keys(size_t(K::kPoolRows * K::kDim)), q(size_t(n * K::kHeads * K::kDim)), w(size_t(n * K::kHeads));
+  for (int32_t slot : {0, 1}) {
+    std::vector<int64_t> first(1024);
+    std::iota(first.begin(), first.end(), 0);
+    std::shuffle(first.begin(), first.end(), rng);
+    std::vector<bool> high(size_t(K::kCapacity));
+    for (int64_t j = 0; j < K::kTopk; ++j) high[size_t(first[size_t(j)])] = true;
+    for (int64_t c = 0; c < K::kCapacity; ++c)
+      for (int64_t i = 0; i < K::kDim; ++i)
+        keys[size_t(paged.pool_row(slot, c) * K::kDim + i)] = (high[size_t(c)] ? 3.0f * u[size_t(i)] : 0.0f) + noise(rng);
+  }
+  for (size_t i = 0; i < q.size(); ++i) q[i] = u[i % size_t(K::kDim)] + noise(rng);
+  for (float& x : w) x = std::fabs(noise(rng)) * 50 + 0.1f;
+  const std::vector<int32_t> at = K::step(rows);
+  for (IndexerCacheDtype it : {IndexerCacheDtype::f32, IndexerCacheDtype::bf16, IndexerCacheDtype::fp4}) {
+    auto topk = [&](Backend& b) {
+      const PagedRows p = paged.rows(b, b.encode_indexer(b.upload(keys, {K::kPoolRows, K::kDim}), it));
+      std::vector<int32_t> picks = b.download_i32(b.indexer_topk(b.indexer_query(b.upload(q, {n, K::kHeads * K::kDim}), it, K::kDim),
+                                                                b.upload(w, {n, K::kHeads}), p, it, K::step_rows(b, at),
+                                                                K::kHeads, K::kTopk, K::kRatio, 0.125));
+      for (int64_t r = 0; r < n; ++r) std::sort(picks.begin() + r * K::kTopk, picks.begin() + (r + 1) * K::kTopk);
+      return picks;
+    };
+    const std::vector<int32_t> want = topk(*be->cpu), got = topk(*be->gpu), exact = topk(*be->gpu_f32);
+    for (int64_t r = 0; r < n; ++r) {
+      const std::string where = "format " + std::to_string(int(it)) + " row " + std::to_string(r);
+      auto row = [&](const std::vector<int32_t>& v) {
+        return std::vector<int32_t>(v.begin() + r * K::kTopk, v.begin() + (r + 1) * K::kTopk);
+      };
+      EXPECT_EQ(row(got), row(want)) << where;
+      EXPECT_EQ(row(got), row(exact)) << where;
     }
   }
 }

@@ -339,8 +339,10 @@ class CudaBackend final : public Backend {
     const cuda::RowFormat f = t == IndexerCacheDtype::f32    ? cuda::RowFormat::f32
                               : t == IndexerCacheDtype::bf16 ? cuda::RowFormat::bf16
                                                              : cuda::RowFormat::fp4_indexer;
+    // bf16 numerics: the scores on the tensor cores (bf16 queries and keys, f32 sums)
     cuda::paged_indexer_topk(q.data<float>(), weights.data<float>(), view(keys), f, n, view(at), heads, d, k, ratio,
-                             float(weight_scale), scratch.data<float>(), keys.capacity, out.data<int32_t>(), stream());
+                             float(weight_scale), numerics_.bf16_linear_inputs, scratch.data<float>(), keys.capacity,
+                             out.data<int32_t>(), stream());
     return out;
   }
 

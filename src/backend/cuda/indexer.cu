@@ -1,52 +1,250 @@
 #include <cub/block/block_scan.cuh>
 
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cuda/bf16_codes.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/paged.cuh"
 
 namespace tetra::cuda {
 namespace {
 
-constexpr int kScoreThreads = 256;
-constexpr int kKeysPerBlock = 256;  // a grid column per 256 keys: long rows spread over the GPU
-constexpr int kMaxPerLane = 16;     // index_head_dim <= 512
 constexpr int kSelectThreads = 512;
 constexpr int kRadixBits = 8, kBins = 1 << kRadixBits;
+
+// Both score kernels walk a row's keys in tiles of kTileKeys; a block strides over the tiles of
+// one row. The grid's width only says which block computes a key, never how: scores do not
+// depend on it (nor on the batch).
+constexpr int kTileKeys = 64;
+constexpr int64_t kScoreBlocks = 512;  // ~4 resident blocks on each of the H200's 132 SMs
 
 __device__ __forceinline__ int64_t visible_keys(const StepView& at, int64_t r, int64_t ratio) {
   const int32_t slot = at.slot[r];
   return slot < 0 ? 0 : (at.position[r] + 1) / ratio;
 }
 
-// Scores of keys [blockIdx.y·kKeysPerBlock, +kKeysPerBlock) of row blockIdx.x: a warp per key,
-// decoded from its stored format once for every head. PerLane: d/32 rounded up (the loops run
-// over what d needs; the sums are the same for every PerLane).
+// ---- the tensor-core scores (bf16 queries and keys, f32 accumulation)
+// A block of 4 warps scores a tile of 64 keys for up to 64 heads: warp w takes heads
+// [32·(w % 2), +32) (two m-tiles, their query fragments held in registers for the block's life)
+// and keys [32·(w / 2), +32) of the tile (four n-tiles), as mma m16n8k16 over d. The tile's keys
+// are decoded once into shared memory as bf16 rows. Per key, ReLU and the head weights are
+// applied to the f32 products, summed over a warp's heads in a fixed butterfly, then the two
+// head halves added in order: deterministic, and the same for every tiling of the grid.
+constexpr int kMmaThreads = 128;
+constexpr int kMmaMaxHeads = 64;
+constexpr int kKeyPad = 8;  // bf16 per tile row beyond d: ldmatrix rows fall on distinct banks
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t address, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// Where each stored format puts element d of an octet (8 values) in its tile row: fp4 decodes
+// nibbles n and n+4 of a word into one bf16 pair (bf16_codes.cuh), so tile column 2i holds
+// value i and column 2i+1 value i+4; the other formats keep their order. The query fragments
+// are loaded through the same map, so every product pairs the right elements.
+template <RowFormat F>
+__device__ __forceinline__ int element_at_column(int column) {
+  if constexpr (F == RowFormat::fp4_indexer) return column / 8 * 8 + column % 8 / 2 + 4 * (column % 2);
+  else return column;
+}
+
+// A thread's share of one key: `Octets` octets from `first` of the stored row, as bf16 pairs in
+// tile order into dst (16 bytes an octet). Rows are 4-byte (fp4) or 16-byte (bf16, f32) aligned.
+template <RowFormat F, int D, int Octets>
+__device__ __forceinline__ void stage_key(const uint8_t* row, int first, uint16_t* dst) {
+  uint4* out = reinterpret_cast<uint4*>(dst) + first;
+  if constexpr (F == RowFormat::fp4_indexer) {
+    uint32_t codes[Octets];
+    uint8_t scale[Octets];
+#pragma unroll
+    for (int i = 0; i < Octets; ++i) {
+      codes[i] = reinterpret_cast<const uint32_t*>(row)[first + i];
+      scale[i] = row[D / 2 + (first + i) / 4];  // one e8m0 per 32 values
+    }
+#pragma unroll
+    for (int i = 0; i < Octets; ++i) {
+      // every real scale (e <= 128) folds into one exact factor with the 2^126 bias
+      const bool large = scale[i] > 128;
+      const uint32_t factor = large ? bf16x2_splat(kFp4Bias) : mxfp4_factor(scale[i]);
+      uint32_t pair[4];
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        pair[n] = bf16x2_mul(fp4_pair(codes[i], n), factor);
+        if (large) pair[n] = bf16x2_mul(pair[n], mxfp4_large_scale(scale[i]));
+      }
+      out[i] = {pair[0], pair[1], pair[2], pair[3]};
+    }
+  } else if constexpr (F == RowFormat::bf16) {
+#pragma unroll
+    for (int i = 0; i < Octets; ++i) out[i] = reinterpret_cast<const uint4*>(row)[first + i];
+  } else {
+    static_assert(F == RowFormat::f32);
+#pragma unroll
+    for (int i = 0; i < Octets; ++i) {
+      const float4 lo = reinterpret_cast<const float4*>(row)[2 * (first + i)];
+      const float4 hi = reinterpret_cast<const float4*>(row)[2 * (first + i) + 1];
+      out[i] = {bf16x2_pack(lo.x, lo.y), bf16x2_pack(lo.z, lo.w), bf16x2_pack(hi.x, hi.y), bf16x2_pack(hi.z, hi.w)};
+    }
+  }
+}
+
+// The same share of a key's row requested into L2 ahead of its staging (every 32 bytes of it,
+// its last byte, and the fp4 scale byte).
+template <RowFormat F, int D, int Octets>
+__device__ __forceinline__ void prefetch_key(const uint8_t* row, int first) {
+  constexpr int kOctetBytes = F == RowFormat::fp4_indexer ? 4 : F == RowFormat::bf16 ? 16 : 32;
+  const uint8_t* p = row + first * kOctetBytes;
+#pragma unroll
+  for (int o = 0; o < Octets * kOctetBytes; o += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p + Octets * kOctetBytes - 1));
+  if constexpr (F == RowFormat::fp4_indexer) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + D / 2 + first / 4));
+}
+
+template <RowFormat F, int D>
+__global__ void __launch_bounds__(kMmaThreads, 4)
+    indexer_score_mma_kernel(const float* q, const float* weights, PagedView keys, StepView at, int64_t heads,
+                             int64_t ratio, float weight_scale, float* scratch, int64_t capacity) {
+  constexpr int kSteps = D / 16, kStride = D + kKeyPad;
+  constexpr int kOctetsPerThread = D / 8 / (kMmaThreads / kTileKeys);  // two threads per key
+  __shared__ __align__(16) uint16_t tile[kTileKeys * kStride];
+  __shared__ float partial[2][kTileKeys];
+
+  // Rows in reverse: in a prefill the last rows see the most keys, and start first.
+  const int64_t r = int64_t(gridDim.x) - 1 - blockIdx.x;
+  const int64_t count = visible_keys(at, r, ratio);
+  const int64_t tiles = (count + kTileKeys - 1) / kTileKeys;
+  if (int64_t(blockIdx.y) >= tiles) return;  // the whole block
+  const int32_t slot = at.slot[r];
+  float* z = scratch + r * capacity;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int head_half = warp % 2, key_half = warp / 2;
+
+  // The query of heads 32·head_half + 16·m + g (+ 8) as bf16 A fragments, and the head weights.
+  uint32_t a[2][kSteps][4];
+  float w[2][2];
+  bool active[2];
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    active[m] = 32 * head_half + 16 * m < heads;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int64_t h = 32 * head_half + 16 * m + g + 8 * i;
+      const bool valid = h < heads;
+      w[m][i] = valid ? weights[r * heads + h] * weight_scale : 0.0f;
+      const float* qh = q + (r * heads + h) * D;
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {  // k slots 2t, 2t+1 (j = 0) and 2t+8, 2t+9 (j = 1)
+          const int column = 16 * s + 8 * j + 2 * t;
+          a[m][s][i + 2 * j] = valid ? bf16x2_pack(qh[element_at_column<F>(column)], qh[element_at_column<F>(column + 1)]) : 0u;
+        }
+    }
+  }
+
+  // ldmatrix: lane l gives the address of row l % 8 of matrix l / 8 (k columns 8·(l / 8) on
+  // from the k-step pair's start), for n-tile keys 32·key_half + 8·nt + l % 8.
+  const uint32_t tile_address = uint32_t(__cvta_generic_to_shared(tile));
+  const uint32_t lane_address = tile_address + 2u * uint32_t((32 * key_half + lane % 8) * kStride + 8 * (lane / 8));
+  // Each key of a tile is staged by two threads, half its octets each (zeros past the visible
+  // keys); a thread finds its key's row in the block's next tile one tile ahead and requests it
+  // into L2, so those bytes travel while this tile computes.
+  const int staged_key = threadIdx.x % kTileKeys, staged_first = threadIdx.x / kTileKeys * kOctetsPerThread;
+  auto row_in = [&](int64_t tile_index) -> const uint8_t* {
+    const int64_t c = tile_index * kTileKeys + staged_key;
+    return c < count ? paged_row(keys, slot, c) : nullptr;
+  };
+  const uint8_t* row = row_in(blockIdx.y);
+
+  for (int64_t tile_index = blockIdx.y; tile_index < tiles; tile_index += gridDim.y) {
+    const int64_t base = tile_index * kTileKeys;
+    uint16_t* dst = tile + staged_key * kStride;
+    if (row) {
+      stage_key<F, D, kOctetsPerThread>(row, staged_first, dst);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kOctetsPerThread; ++i) reinterpret_cast<uint4*>(dst)[staged_first + i] = make_uint4(0, 0, 0, 0);
+    }
+    row = row_in(tile_index + gridDim.y);
+    if (row) prefetch_key<F, D, kOctetsPerThread>(row, staged_first);
+    __syncthreads();
+
+    float acc[2][4][4] = {};
+#pragma unroll
+    for (int s = 0; s < kSteps; s += 2)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        uint32_t b[4];  // k-steps s and s+1 of n-tile nt
+        ldmatrix_x4(lane_address + 2u * uint32_t(8 * nt * kStride + 16 * s), b);
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+          if (active[m]) {
+            mma_bf16(acc[m][nt], a[m][s], b[0], b[1]);
+            mma_bf16(acc[m][nt], a[m][s + 1], b[2], b[3]);
+          }
+      }
+
+    // acc[m][nt]: heads (g, g+8) of m-tile m × keys 8·nt + 2t, 2t+1 of the warp's 32
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float s = 0;
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+          s = fmaf(fmaxf(acc[m][nt][e], 0.0f), w[m][0], s);
+          s = fmaf(fmaxf(acc[m][nt][2 + e], 0.0f), w[m][1], s);
+        }
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, off);  // over g
+        if (g == 0) partial[head_half][32 * key_half + 8 * nt + 2 * t + e] = s;
+      }
+    __syncthreads();
+    if (threadIdx.x < kTileKeys && base + threadIdx.x < count)
+      z[base + threadIdx.x] = partial[0][threadIdx.x] + partial[1][threadIdx.x];
+    // the next tile's staging rewrites `tile` after this tile's last reads (the barrier above);
+    // its epilogue rewrites `partial` after the next barrier, which these reads precede
+  }
+}
+
+// ---- the exact scores (f32, the CPU reference's order over heads)
+constexpr int kExactThreads = 256;
+constexpr int kMaxPerLane = 16;  // index_head_dim <= 512
+
+// A warp per key, decoded from its stored format once for every head, heads summed in order.
+// PerLane: d/32 rounded up (the loops run over what d needs; the sums are the same for every
+// PerLane).
 template <int PerLane>
-__global__ void __launch_bounds__(kScoreThreads)
+__global__ void __launch_bounds__(kExactThreads)
     indexer_score_kernel(const float* q, const float* weights, PagedView keys, RowFormat format, StepView at,
                          int64_t heads, int64_t d, int64_t ratio, float weight_scale, float* scratch, int64_t capacity) {
-  const int64_t r = blockIdx.x;
+  const int64_t r = int64_t(gridDim.x) - 1 - blockIdx.x;  // longest rows first, as above
   const int64_t count = visible_keys(at, r, ratio);
-  const int64_t begin = int64_t(blockIdx.y) * kKeysPerBlock, end = min(count, begin + kKeysPerBlock);
-  if (begin >= end) return;
   const int32_t slot = at.slot[r];
   float* z = scratch + r * capacity;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, warps = blockDim.x / 32;
-  for (int64_t c = begin + warp; c < end; c += warps) {
-    const uint8_t* row = paged_row(keys, slot, c);
-    float key[PerLane];
+  for (int64_t base = int64_t(blockIdx.y) * kTileKeys; base < count; base += int64_t(gridDim.y) * kTileKeys) {
+    const int64_t end = min(count, base + kTileKeys);
+    for (int64_t c = base + warp; c < end; c += warps) {
+      const uint8_t* row = paged_row(keys, slot, c);
+      float key[PerLane];
 #pragma unroll
-    for (int u = 0; u < PerLane; ++u) key[u] = lane + 32 * u < d ? stored_value(row, lane + 32 * u, format, d, 0) : 0.0f;
-    float s = 0;
-    for (int64_t h = 0; h < heads; ++h) {
-      const float* qh = q + (r * heads + h) * d;
-      float qk = 0;
+      for (int u = 0; u < PerLane; ++u) key[u] = lane + 32 * u < d ? stored_value(row, lane + 32 * u, format, d, 0) : 0.0f;
+      float s = 0;
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* qh = q + (r * heads + h) * d;
+        float qk = 0;
 #pragma unroll
-      for (int u = 0; u < PerLane; ++u)
-        if (lane + 32 * u < d) qk = fmaf(qh[lane + 32 * u], key[u], qk);
-      qk = warp_reduce_sum(qk);
-      s += fmaxf(qk, 0.0f) * weights[r * heads + h] * weight_scale;
+        for (int u = 0; u < PerLane; ++u)
+          if (lane + 32 * u < d) qk = fmaf(qh[lane + 32 * u], key[u], qk);
+        qk = warp_reduce_sum(qk);
+        s += fmaxf(qk, 0.0f) * weights[r * heads + h] * weight_scale;
+      }
+      if (lane == 0) z[c] = s;
     }
-    if (lane == 0) z[c] = s;
   }
 }
 
@@ -174,30 +372,62 @@ __global__ void __launch_bounds__(kSelectThreads)
   for (int64_t j = take + threadIdx.x; j < k; j += blockDim.x) o[j] = -1;
 }
 
+// The tensor cores take heads <= 64 and d of 32, 64 or 128 over rows whose loads are aligned
+// (fp4: 4 bytes, the 68-byte V4 rows; bf16 and f32: 16 bytes); any other shape (tiny fp4 rows
+// of 17 or 34 bytes, more heads, other d) keeps the f32 kernel in both numerics.
+bool tensor_core_scores(const PagedView& keys, RowFormat format, int64_t heads, int64_t d) {
+  if (format == RowFormat::fp8_kv || heads > kMmaMaxHeads || (d != 32 && d != 64 && d != 128)) return false;
+  const int64_t align = format == RowFormat::fp4_indexer ? 4 : 16;
+  return keys.row_bytes % align == 0 && keys.block_bytes % align == 0 &&
+         reinterpret_cast<uintptr_t>(keys.pool) % uintptr_t(align) == 0;
+}
+
+template <RowFormat F, class Launch>
+void launch_mma_scores(int64_t d, Launch&& launch) {
+  if (d == 32) launch(indexer_score_mma_kernel<F, 32>);
+  else if (d == 64) launch(indexer_score_mma_kernel<F, 64>);
+  else launch(indexer_score_mma_kernel<F, 128>);
+}
+
 }  // namespace
 
-void paged_indexer_topk(const float* q, const float* weights, PagedView keys, RowFormat format, int64_t n, StepView at,
-                        int64_t heads, int64_t d, int64_t k, int64_t ratio, float weight_scale, float* scratch,
-                        int64_t capacity, int32_t* out, cudaStream_t stream) {
+void paged_indexer_scores(const float* q, const float* weights, PagedView keys, RowFormat format, int64_t n, StepView at,
+                          int64_t heads, int64_t d, int64_t ratio, float weight_scale, bool bf16_inputs, float* scratch,
+                          int64_t capacity, cudaStream_t stream) {
   if (d > kMaxPerLane * 32) runtime_error("cuda indexer: head_dim ", d, " is above ", kMaxPerLane * 32);
-  const int64_t columns = (capacity + kKeysPerBlock - 1) / kKeysPerBlock;
-  if (columns > 65535) runtime_error("cuda indexer: ", capacity, " keys per sequence are above ", 65535 * kKeysPerBlock);
+  if (n > 0x7FFFFFFF) runtime_error("cuda indexer: ", n, " rows in one step");
+  const int64_t tiles = (capacity + kTileKeys - 1) / kTileKeys;
+  if (n == 0 || tiles == 0) return;
+  // blocks per row: one row fills the GPU, a large step takes one block per row
+  const int64_t columns = std::min(tiles, std::max<int64_t>(1, (kScoreBlocks + n - 1) / n));
+  const dim3 grid{unsigned(n), unsigned(columns)};
+  if (bf16_inputs && tensor_core_scores(keys, format, heads, d)) {
+    auto run = [&](auto kernel) {
+      kernel<<<grid, kMmaThreads, 0, stream>>>(q, weights, keys, at, heads, ratio, weight_scale, scratch, capacity);
+    };
+    if (format == RowFormat::fp4_indexer) launch_mma_scores<RowFormat::fp4_indexer>(d, run);
+    else if (format == RowFormat::bf16) launch_mma_scores<RowFormat::bf16>(d, run);
+    else launch_mma_scores<RowFormat::f32>(d, run);
+  } else {
+    auto run = [&](auto kernel) {
+      kernel<<<grid, kExactThreads, 0, stream>>>(q, weights, keys, format, at, heads, d, ratio, weight_scale, scratch, capacity);
+    };
+    if (d <= 32) run(indexer_score_kernel<1>);
+    else if (d <= 64) run(indexer_score_kernel<2>);
+    else if (d <= 128) run(indexer_score_kernel<4>);
+    else if (d <= 256) run(indexer_score_kernel<8>);
+    else run(indexer_score_kernel<kMaxPerLane>);
+  }
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+void paged_indexer_topk(const float* q, const float* weights, PagedView keys, RowFormat format, int64_t n, StepView at,
+                        int64_t heads, int64_t d, int64_t k, int64_t ratio, float weight_scale, bool bf16_inputs,
+                        float* scratch, int64_t capacity, int32_t* out, cudaStream_t stream) {
   const size_t winners = size_t(winner_stride(k)) * 2 * sizeof(uint32_t);
   if (winners > 48 * 1024) runtime_error("cuda indexer: top-", k, " is above ", 48 * 1024 / 8);
   if (n == 0 || k == 0) return;
-  if (columns > 0) {
-    const dim3 grid{unsigned(n), unsigned(columns)};
-    auto score = [&](auto kernel) {
-      kernel<<<grid, kScoreThreads, 0, stream>>>(q, weights, keys, format, at, heads, d, ratio, weight_scale, scratch,
-                                                 capacity);
-    };
-    if (d <= 32) score(indexer_score_kernel<1>);
-    else if (d <= 64) score(indexer_score_kernel<2>);
-    else if (d <= 128) score(indexer_score_kernel<4>);
-    else if (d <= 256) score(indexer_score_kernel<8>);
-    else score(indexer_score_kernel<kMaxPerLane>);
-    TETRA_CUDA_CHECK(cudaGetLastError());
-  }
+  paged_indexer_scores(q, weights, keys, format, n, at, heads, d, ratio, weight_scale, bf16_inputs, scratch, capacity, stream);
   indexer_select_kernel<<<unsigned(n), kSelectThreads, winners, stream>>>(scratch, capacity, at, ratio, k, out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }

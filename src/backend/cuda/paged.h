@@ -40,11 +40,21 @@ void paged_attention(const float* q, const uint8_t* step_kv, int64_t step_bytes,
                      bool has_compressed, const int32_t* selected, int64_t k, const float* sinks, int64_t n, StepView at,
                      AttentionParams p, float* out, cudaStream_t stream);
 
-// The k best-scoring visible keys per row, by score descending, ties to the lower index, -1
-// past the visible keys. scratch: n·capacity floats (capacity >= every sequence's key count).
-// d <= 512, k <= 6144, capacity <= 65535·256.
+// The indexer's scores: for row r (position t) and each of its (t+1)/ratio visible keys c,
+// scratch[r·capacity + c] = sum over heads h of relu(q[r,h,:] · key c) · weights[r,h] · weight_scale
+// (the rest of scratch untouched). bf16_inputs: queries and keys enter the tensor cores as bf16
+// (fp4 keys and fp4-rounded queries exactly) with f32 accumulation, where the shape allows
+// (heads <= 64, d of 32, 64 or 128, aligned rows); otherwise, and when false, everything is f32.
+// Each score is summed in a fixed order whatever the step holds. d <= 512.
+void paged_indexer_scores(const float* q, const float* weights, PagedView keys, RowFormat format, int64_t n, StepView at,
+                          int64_t heads, int64_t d, int64_t ratio, float weight_scale, bool bf16_inputs, float* scratch,
+                          int64_t capacity, cudaStream_t stream);
+
+// The k best-scoring visible keys per row (the scores above), by score descending, ties to the
+// lower index, -1 past the visible keys. scratch: n·capacity floats (capacity >= every
+// sequence's key count). k <= 6144.
 void paged_indexer_topk(const float* q, const float* weights, PagedView keys, RowFormat format, int64_t n, StepView at,
-                        int64_t heads, int64_t d, int64_t k, int64_t ratio, float weight_scale, float* scratch,
-                        int64_t capacity, int32_t* out, cudaStream_t stream);
+                        int64_t heads, int64_t d, int64_t k, int64_t ratio, float weight_scale, bool bf16_inputs,
+                        float* scratch, int64_t capacity, int32_t* out, cudaStream_t stream);
 
 }  // namespace tetra::cuda
