@@ -27,7 +27,7 @@ struct TinyCheckpointOptions {
   bool fused_experts = false;  // transformers' gate_up_proj/down_proj form (hf_module, bf16)
   DType fp4_storage = DType::i8;  // MXFP4 weights as I8, U8 (packed pairs) or F4 (logical)
   uint64_t seed = 1;
-  std::optional<ModelConfig> config;  // default: tiny_config()
+  std::optional<ModelConfig> config{};  // default: tiny_config()
   bool header_only = false;  // tensors are sparse holes: a replica of a large checkpoint's headers
 };
 
