@@ -5,57 +5,16 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
 #include "model/forward.h"
 #include "support/cuda_parity.h"
+#include "support/golden_batch.h"
 
 namespace tetra {
 namespace {
 
 const std::string kGolden = std::string(TETRA_SOURCE_DIR) + "/tests/data/golden/";
-
-std::vector<std::vector<int32_t>> read_tokens(const std::string& dir) {
-  std::ifstream in(dir + "/tokens.json");
-  return nlohmann::json::parse(in).get<std::vector<std::vector<int32_t>>>();
-}
-
-// Logits of every position, [seq][pos][vocab]: the first `prefill` tokens of each sequence in one
-// step, the rest one token per step, all sequences together.
-std::vector<float> run_model(Backend& be, const std::string& dir, int64_t prefill, CacheTypes caches) {
-  const ModelConfig config = load_model_config(dir);
-  const TensorStore store(dir);
-  const ModelWeights weights(config, store);
-  Model model(config, weights, be, caches);
-  const auto batch = read_tokens(dir);
-  std::vector<SequenceState> states(batch.size());
-  for (auto& s : states) s = model.new_sequence();
-  std::vector<std::vector<float>> logits(batch.size());
-  for (bool first = true;; first = false) {
-    std::vector<SequenceState*> active;
-    std::vector<std::vector<int32_t>> tokens;
-    std::vector<size_t> which;
-    for (size_t s = 0; s < batch.size(); ++s) {
-      const size_t from = size_t(states[s].length), to = std::min(batch[s].size(), from + size_t(first ? prefill : 1));
-      if (from >= to) continue;
-      active.push_back(&states[s]);
-      tokens.emplace_back(batch[s].begin() + long(from), batch[s].begin() + long(to));
-      which.push_back(s);
-    }
-    if (active.empty()) break;
-    const auto out = be.download(model.step(active, tokens).logits);
-    size_t offset = 0;
-    for (size_t i = 0; i < which.size(); ++i) {
-      const size_t n = tokens[i].size() * size_t(config.vocab_size);
-      logits[which[i]].insert(logits[which[i]].end(), out.begin() + long(offset), out.begin() + long(offset + n));
-      offset += n;
-    }
-  }
-  std::vector<float> all;
-  for (const auto& l : logits) all.insert(all.end(), l.begin(), l.end());
-  return all;
-}
 
 struct Comparison {
   double relative = 0, argmax_agreement = 0, perplexity = 0, reference_perplexity = 0;
@@ -83,7 +42,7 @@ Comparison compare(const std::vector<float>& got, const std::vector<float>& want
   // perplexity of each sequence's next tokens
   double nll_got = 0, nll_want = 0;
   int64_t count = 0, base = 0;
-  for (const auto& seq : read_tokens(dir)) {
+  for (const auto& seq : testing::read_golden_tokens(dir)) {
     for (size_t t = 0; t + 1 < seq.size(); ++t) {
       nll_got -= log_softmax_at(got.data() + (base + int64_t(t)) * vocab, vocab, seq[t + 1]);
       nll_want -= log_softmax_at(want.data() + (base + int64_t(t)) * vocab, vocab, seq[t + 1]);
@@ -105,8 +64,8 @@ TEST(CudaForward, ExactNumericsMatchCpu) {
   const auto gpu = make_cuda_backend({.bf16_linear_inputs = false});
   for (const std::string& name : kFixtures)
     for (int64_t prefill : {1000, 1, 13}) {
-      const Comparison c = compare(run_model(*gpu, kGolden + name, prefill, f32_caches),
-                                   run_model(*cpu, kGolden + name, prefill, f32_caches), kGolden + name);
+      const Comparison c = compare(testing::run_golden_batch(*gpu, kGolden + name, prefill, f32_caches),
+                                   testing::run_golden_batch(*cpu, kGolden + name, prefill, f32_caches), kGolden + name);
       std::printf("f32 %-10s prefill %4lld: relative %.2e, argmax agreement %.4f\n", name.c_str(), (long long)prefill,
                   c.relative, c.argmax_agreement);
       EXPECT_LT(c.relative, 1e-3) << name << " prefill " << prefill;
@@ -121,8 +80,8 @@ TEST(CudaForward, TargetNumericsWithQuantizedCaches) {
   for (CacheTypes caches : {CacheTypes{}, CacheTypes{KvCacheDtype::f32, IndexerCacheDtype::f32}})
     for (const std::string& name : kFixtures)
       for (int64_t prefill : {1000, 1}) {
-        const Comparison c = compare(run_model(*gpu, kGolden + name, prefill, caches),
-                                     run_model(*cpu, kGolden + name, prefill, caches), kGolden + name);
+        const Comparison c = compare(testing::run_golden_batch(*gpu, kGolden + name, prefill, caches),
+                                     testing::run_golden_batch(*cpu, kGolden + name, prefill, caches), kGolden + name);
         std::printf("bf16 %-10s caches %s prefill %4lld: relative %.3e, argmax agreement %.4f, perplexity %.4f vs cpu %.4f\n",
                     name.c_str(), caches.kv == KvCacheDtype::fp8 ? "fp8/fp4" : "f32/f32", (long long)prefill, c.relative,
                     c.argmax_agreement, c.perplexity, c.reference_perplexity);

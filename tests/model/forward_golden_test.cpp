@@ -4,11 +4,11 @@
 
 #include <cmath>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
 #include "io/safetensors.h"
 #include "model/forward.h"
+#include "support/golden_batch.h"
 
 namespace tetra {
 namespace {
@@ -25,37 +25,8 @@ struct Result {
 Result run_split(const std::string& name, int64_t prefill, CacheTypes caches) {
   const std::string dir = kGolden + name;
   const ModelConfig config = load_model_config(dir);
-  const TensorStore store(dir);
-  const ModelWeights weights(config, store);
   const auto backend = make_backend("cpu");
-  Model model(config, weights, *backend, caches);
-  std::ifstream tin(dir + "/tokens.json");
-  const auto batch = nlohmann::json::parse(tin).get<std::vector<std::vector<int32_t>>>();
-  std::vector<SequenceState> states(batch.size());
-  for (auto& s : states) s = model.new_sequence();
-  std::vector<std::vector<float>> logits(batch.size());
-  for (bool first = true;; first = false) {
-    std::vector<SequenceState*> active;
-    std::vector<std::vector<int32_t>> tokens;
-    std::vector<size_t> which;
-    for (size_t s = 0; s < batch.size(); ++s) {
-      const size_t from = size_t(states[s].length), to = std::min(batch[s].size(), from + size_t(first ? prefill : 1));
-      if (from >= to) continue;
-      active.push_back(&states[s]);
-      tokens.emplace_back(batch[s].begin() + long(from), batch[s].begin() + long(to));
-      which.push_back(s);
-    }
-    if (active.empty()) break;
-    const auto out = backend->download(model.step(active, tokens).logits);
-    size_t offset = 0;
-    for (size_t i = 0; i < which.size(); ++i) {
-      const size_t n = tokens[i].size() * size_t(config.vocab_size);
-      logits[which[i]].insert(logits[which[i]].end(), out.begin() + long(offset), out.begin() + long(offset + n));
-      offset += n;
-    }
-  }
-  std::vector<float> got;
-  for (const auto& l : logits) got.insert(got.end(), l.begin(), l.end());
+  const std::vector<float> got = testing::run_golden_batch(*backend, dir, prefill, caches);
   std::ifstream lin(dir + "/logits.f32", std::ios::binary);
   std::vector<float> want(got.size());
   lin.read(reinterpret_cast<char*>(want.data()), std::streamsize(want.size() * sizeof(float)));
@@ -78,7 +49,7 @@ Result run_split(const std::string& name, int64_t prefill, CacheTypes caches) {
 
 constexpr CacheTypes kExact{KvCacheDtype::f32, IndexerCacheDtype::f32};
 
-class GoldenForward : public testing::TestWithParam<std::tuple<std::string, int64_t>> {};
+class GoldenForward : public ::testing::TestWithParam<std::tuple<std::string, int64_t>> {};
 
 TEST_P(GoldenForward, MatchesTransformersFp32) {
   const auto& [name, prefill] = GetParam();
@@ -90,8 +61,8 @@ TEST_P(GoldenForward, MatchesTransformersFp32) {
 // 1000: all prefill; 1: decode from the second token; 13 and 30: prefill ending inside a CSA
 // (ratio 4) and HCA (ratio 8/16) window, with the batch's shorter sequences finishing early.
 INSTANTIATE_TEST_SUITE_P(AllFixtures, GoldenForward,
-                         testing::Combine(testing::Values("dense", "sigmoid", "fp8_mxfp4", "nvfp4"),
-                                          testing::Values(int64_t(1000), int64_t(1), int64_t(13), int64_t(30))),
+                         ::testing::Combine(::testing::Values("dense", "sigmoid", "fp8_mxfp4", "nvfp4"),
+                                            ::testing::Values(int64_t(1000), int64_t(1), int64_t(13), int64_t(30))),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_prefill" + std::to_string(std::get<1>(info.param));
                          });

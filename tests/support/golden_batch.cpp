@@ -1,0 +1,50 @@
+#include "support/golden_batch.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+
+namespace tetra::testing {
+
+std::vector<std::vector<int32_t>> read_golden_tokens(const std::string& dir) {
+  std::ifstream in(dir + "/tokens.json");
+  return nlohmann::json::parse(in).get<std::vector<std::vector<int32_t>>>();
+}
+
+std::vector<float> run_golden_batch(Backend& be, const std::string& dir, int64_t prefill, CacheTypes caches) {
+  const ModelConfig config = load_model_config(dir);
+  const TensorStore store(dir);
+  const ModelWeights weights(config, store);
+  Model model(config, weights, be, caches);
+  const auto batch = read_golden_tokens(dir);
+  std::vector<SequenceState> states(batch.size());
+  for (auto& s : states) s = model.new_sequence();
+  std::vector<std::vector<float>> logits(batch.size());
+  for (bool first = true;; first = false) {
+    std::vector<SequenceState*> active;
+    std::vector<std::vector<int32_t>> tokens;
+    std::vector<size_t> which;
+    for (size_t s = 0; s < batch.size(); ++s) {
+      const size_t from = size_t(states[s].length), to = std::min(batch[s].size(), from + size_t(first ? prefill : 1));
+      if (from >= to) continue;
+      active.push_back(&states[s]);
+      tokens.emplace_back(batch[s].begin() + long(from), batch[s].begin() + long(to));
+      which.push_back(s);
+    }
+    if (active.empty()) break;
+    const auto out = be.download(model.step(active, tokens).logits);
+    size_t offset = 0;
+    for (size_t i = 0; i < which.size(); ++i) {
+      const size_t n = tokens[i].size() * size_t(config.vocab_size);
+      logits[which[i]].insert(logits[which[i]].end(), out.begin() + long(offset), out.begin() + long(offset + n));
+      offset += n;
+    }
+  }
+  std::vector<float> all;
+  for (const auto& l : logits) all.insert(all.end(), l.begin(), l.end());
+  return all;
+}
+
+}  // namespace tetra::testing
