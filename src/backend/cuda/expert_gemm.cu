@@ -293,8 +293,9 @@ __global__ void __launch_bounds__(Tiling<F>::threads) expert_gemm_kernel(Pass p)
       }
       stage_mma<F, true>(in_s, w_s, s_s, factor, second, active, warp, g, t, acc);
     } else {
+      // fp8_tensor: the bias only (its scale multiplies the accumulators); NVFP4 sets its own; bf16 has none
 #pragma unroll
-      for (int j = 0; j < kNTiles; ++j) factor[j] = second[j] = bf16x2_splat(kFp8Bias);  // fp8_tensor; unused otherwise
+      for (int j = 0; j < kNTiles; ++j) factor[j] = second[j] = bf16x2_splat(kFp8Bias);
       stage_mma<F, false>(in_s, w_s, s_s, factor, second, active, warp, g, t, acc);
     }
   }
