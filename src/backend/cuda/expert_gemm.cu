@@ -19,7 +19,8 @@ constexpr int kStageK = 128;                    // inputs per pipeline stage: 8 
 constexpr int kInputRowBytes = 2 * kStageK;     // a tile row's bf16 inputs per stage
 constexpr int kInputUnits = kInputRowBytes / 16;
 
-// Shared memory per stage: the tile's inputs, the CTA's weight rows (codes) and their scales.
+// A CTA per format: its warps and weight rows, and its shared memory per pipeline stage (the
+// tile's inputs, the weight rows' codes and their scales).
 template <WeightFormat F>
 struct Tiling {
   using C = MmaCodes<F>;
