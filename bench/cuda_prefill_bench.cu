@@ -6,7 +6,8 @@
 //     format, and cuBLAS bf16 on bf16 weights of the same shape (the peer);
 //   - where the tensor-core path overtakes the decode kernels (M = 16 .. 256);
 //   - the MoE layer (256 routed experts 2048×4096 + 1 shared, top-6) from 1 to 8192 tokens:
-//     the grouped path (moe_grouped.h) and the per-pair decode path (moe.h, up to 256 tokens).
+//     the grouped path (moe_grouped.h) and the per-pair decode path (moe.h, up to 256 tokens),
+//     and from 64 tokens the grouped path's routed experts alone ("routed": sort, GEMMs, combine).
 // Times are medians of per-call event pairs after two warm-up calls.
 // Usage: tetra_cuda_prefill_bench [--json FILE]
 #include <cublas_v2.h>
@@ -314,10 +315,20 @@ int main(int argc, char** argv) {
     DeviceBuffer up_alpha(ones.size() * 4);
     TETRA_CUDA_CHECK(cudaMemcpyAsync(up_alpha.get(), ones.data(), up_alpha.bytes(), cudaMemcpyHostToDevice, s));
     TETRA_CUDA_CHECK(cudaStreamSynchronize(s));
-    const tetra::cuda::GroupedExperts grouped{experts, dim, inter, r1.data(), r2.data(), r3.data(), ones.data(),
-                                              up_alpha.get<float>()};
-    // every routed expert has one layout: the tensor-core decode rows apply
+    // every routed expert has one layout: the tensor-core decode rows and the fused GEMMs apply
     const tetra::cuda::ExpertLayout layout{r1[0], r2[0], true};
+    const tetra::cuda::GroupedExperts grouped{.experts = experts,
+                                              .dim = dim,
+                                              .inter = inter,
+                                              .w1 = r1.data(),
+                                              .w2 = r2.data(),
+                                              .w3 = r3.data(),
+                                              .device_w1 = t1.get<WeightRef>(),
+                                              .device_w2 = t2.get<WeightRef>(),
+                                              .device_w3 = t3.get<WeightRef>(),
+                                              .layout = layout,
+                                              .w2_alpha = ones.data(),
+                                              .up_alpha = up_alpha.get<float>()};
     tetra::cuda::RouteParams route;
     route.experts = experts;
     route.k = k;
@@ -364,19 +375,31 @@ int main(int argc, char** argv) {
       TETRA_CUDA_CHECK(cudaMemcpy(sel.data(), selected.get(), sel.size() * 4, cudaMemcpyDeviceToHost));
       std::sort(sel.begin(), sel.end());
       const int64_t used = int64_t(std::unique(sel.begin(), sel.end()) - sel.begin()) + 1;  // + shared
-      const double bytes = double(used) * double(expert_bytes);
-      const double flop = 2.0 * double(n) * double(k + 1) * 3.0 * double(dim) * double(inter);
-      for (bool grouped_path : {false, true}) {
-        if (!grouped_path && n > 256) continue;  // the per-pair path rereads every expert per pair
-        const double ms = median_ms(s, n >= 2048 || (!grouped_path && n >= 64) ? 5 : 20, [&] { layer(grouped_path); });
+      // The layer by either path, and the grouped path's routed experts alone (prefill sizes).
+      struct Path {
+        const char* name;
+        bool layer, grouped;
+      };
+      for (const Path& p : {Path{"per-pair", true, false}, Path{"grouped", true, true}, Path{"routed", false, true}}) {
+        if (!p.grouped && n > 256) continue;  // the per-pair path rereads every expert per pair
+        if (!p.layer && n < 64) continue;
+        const int64_t slots = p.layer ? k + 1 : k, experts_read = p.layer ? used : used - 1;
+        const double bytes = double(experts_read) * double(expert_bytes);
+        const double flop = 2.0 * double(n) * double(slots) * 3.0 * double(dim) * double(inter);
+        const double ms = median_ms(s, n >= 2048 || (!p.grouped && n >= 64) ? 5 : 20, [&] {
+          if (p.layer)
+            layer(p.grouped);
+          else
+            tetra::cuda::grouped_experts(gemm, grouped, x.get<float>(), n, weights.get<float>(), selected.get<int32_t>(),
+                                         k, limit, true, routed.get<float>());
+        });
         const double tflops = flop / (ms * 1e9), gbs = bytes / (ms * 1e6);
-        const char* path = grouped_path ? "grouped" : "per-pair";
-        std::printf("%-8s %7lld %-8s %12.1f %9.1f %7.1f%% %11.0fM %8.0f%%\n", f->name, (long long)n, path, ms * 1e3, tflops,
+        std::printf("%-8s %7lld %-8s %12.1f %9.1f %7.1f%% %11.0fM %8.0f%%\n", f->name, (long long)n, p.name, ms * 1e3, tflops,
                     100.0 * tflops / matrix_tflops, bytes / 1e6, 100.0 * gbs / copy_gbs);
         json.moe.push_back(Json::record(
             "{\"format\": \"%s\", \"tokens\": %lld, \"path\": \"%s\", \"us\": %.2f, \"tflops\": %.2f, "
             "\"of_matrix_rate\": %.4f, \"weight_bytes\": %.0f, \"of_copy_bandwidth\": %.4f}",
-            f->name, (long long)n, path, ms * 1e3, tflops, tflops / matrix_tflops, bytes, gbs / copy_gbs));
+            f->name, (long long)n, p.name, ms * 1e3, tflops, tflops / matrix_tflops, bytes, gbs / copy_gbs));
       }
     }
   }

@@ -214,11 +214,71 @@ TEST_F(CudaOps, TensorCoreLinearSyntheticFormats) {
     }
 }
 
+// A linear layer of one checkpoint format with random codes (every fp4 code, every finite e4m3
+// code) and scales: MXFP4 scales up to 2^8 (bytes above 128 take the two-factor path), FP8
+// blocks with f32 or ue8m0 scales, per-tensor FP8, NVFP4 with a global scale. It owns the bytes
+// its LinearWeight views.
+struct RandomLinear {
+  std::vector<uint8_t> codes, scales_u8;
+  std::vector<float> scales_f32;
+  LinearWeight w;
+
+  RandomLinear(WeightFormat format, DType weight_dtype, DType scale_dtype, int64_t out, int64_t in, std::mt19937& rng) {
+    const bool fp4 = format == WeightFormat::mxfp4 || format == WeightFormat::nvfp4;
+    codes.resize(size_t(out * in * (format == WeightFormat::dense ? 2 : 1) / (fp4 ? 2 : 1)));
+    if (format == WeightFormat::dense) {
+      const std::vector<float> v = random_values(size_t(out * in), rng);
+      for (size_t i = 0; i < v.size(); ++i) {
+        const uint16_t b = f32_to_bf16(v[i]);
+        std::memcpy(codes.data() + 2 * i, &b, 2);
+      }
+    } else {
+      for (auto& b : codes) {
+        b = uint8_t(rng());
+        if (!fp4 && (b & 0x7F) == 0x7F) b = uint8_t(b - 1);  // e4m3 NaN
+      }
+    }
+    switch (format) {
+      case WeightFormat::fp8_block: {
+        const size_t n = size_t((out + 127) / 128 * ((in + 127) / 128));
+        if (scale_dtype == DType::f32) scales_f32 = random_values(n, rng, 0.01f);
+        else for (size_t i = 0; i < n; ++i) scales_u8.push_back(uint8_t(118 + rng() % 16));
+        break;
+      }
+      case WeightFormat::fp8_tensor: scales_f32 = {0.0123f}; break;
+      case WeightFormat::mxfp4:  // 120..135: includes the scales above 2 (bytes above 128)
+        for (int64_t i = 0; i < out * in / 32; ++i) scales_u8.push_back(uint8_t(120 + rng() % 16));
+        break;
+      case WeightFormat::nvfp4:
+        for (int64_t i = 0; i < out * in / 16; ++i) scales_u8.push_back(uint8_t(rng() % 0x7F));  // finite e4m3
+        break;
+      case WeightFormat::dense: break;
+    }
+    w.role = "large";
+    w.format = format;
+    w.out = out;
+    w.in = in;
+    w.global_scale = format == WeightFormat::nvfp4 ? 0.37f : 1.0f;
+    const Shape code_shape = fp4 ? Shape{out, in / 2} : Shape{out, in};
+    w.weight = TensorView{weight_dtype, code_shape, reinterpret_cast<const std::byte*>(codes.data()), codes.size()};
+    const int64_t scale_rows = format == WeightFormat::fp8_block ? (out + 127) / 128 : out;
+    const int64_t scale_cols = format == WeightFormat::fp8_block ? (in + 127) / 128
+                               : format == WeightFormat::mxfp4   ? in / 32
+                                                                 : in / 16;
+    if (!scales_f32.empty())
+      w.scale = TensorView{DType::f32, format == WeightFormat::fp8_tensor ? Shape{1} : Shape{scale_rows, scale_cols},
+                           reinterpret_cast<const std::byte*>(scales_f32.data()), scales_f32.size() * 4};
+    else if (!scales_u8.empty())
+      w.scale = TensorView{scale_dtype, {scale_rows, scale_cols}, reinterpret_cast<const std::byte*>(scales_u8.data()),
+                           scales_u8.size()};
+  }
+  RandomLinear(const RandomLinear&) = delete;
+  RandomLinear& operator=(const RandomLinear&) = delete;
+};
+
 // Every tensor-core path at sizes past the tiny checkpoints': 1..70 tokens (each token-tile
 // width and a second pass), split-K over many chunks, rows not a multiple of the 32-row tile,
-// inputs ending in a partial chunk, grouped rows, and the scale cases: MXFP4 scales above 2
-// (the two-factor path), FP8 blocks with f32 and ue8m0 scales, per-tensor FP8, NVFP4 with a
-// global scale. Codes are random bytes (every fp4 code, every finite e4m3 code).
+// inputs ending in a partial chunk, grouped rows, and the scale cases of RandomLinear.
 TEST_F(CudaOps, LinearQuantizedLargeShapes) {
   struct Case {
     WeightFormat format;
@@ -235,56 +295,8 @@ TEST_F(CudaOps, LinearQuantizedLargeShapes) {
       {WeightFormat::nvfp4, DType::u8, DType::f8_e4m3, 200, 4096, 1},
   };
   for (const Case& c : cases) {
-    const bool fp4 = c.format == WeightFormat::mxfp4 || c.format == WeightFormat::nvfp4;
-    std::vector<uint8_t> codes(size_t(c.out * c.in * (c.format == WeightFormat::dense ? 2 : 1) / (fp4 ? 2 : 1)));
-    std::vector<float> scales_f32;
-    std::vector<uint8_t> scales_u8;
-    if (c.format == WeightFormat::dense) {
-      const std::vector<float> v = random_values(size_t(c.out * c.in), rng);
-      for (size_t i = 0; i < v.size(); ++i) {
-        const uint16_t b = f32_to_bf16(v[i]);
-        std::memcpy(codes.data() + 2 * i, &b, 2);
-      }
-    } else {
-      for (auto& b : codes) {
-        b = uint8_t(rng());
-        if (!fp4 && (b & 0x7F) == 0x7F) b = uint8_t(b - 1);  // e4m3 NaN
-      }
-    }
-    switch (c.format) {
-      case WeightFormat::fp8_block: {
-        const size_t n = size_t((c.out + 127) / 128 * ((c.in + 127) / 128));
-        if (c.scale_dtype == DType::f32) scales_f32 = random_values(n, rng, 0.01f);
-        else for (size_t i = 0; i < n; ++i) scales_u8.push_back(uint8_t(118 + rng() % 16));
-        break;
-      }
-      case WeightFormat::fp8_tensor: scales_f32 = {0.0123f}; break;
-      case WeightFormat::mxfp4:  // 120..135: includes the scales above 2 (bytes above 128)
-        for (int64_t i = 0; i < c.out * c.in / 32; ++i) scales_u8.push_back(uint8_t(120 + rng() % 16));
-        break;
-      case WeightFormat::nvfp4:
-        for (int64_t i = 0; i < c.out * c.in / 16; ++i) scales_u8.push_back(uint8_t(rng() % 0x7F));  // finite e4m3
-        break;
-      case WeightFormat::dense: break;
-    }
-    LinearWeight w;
-    w.role = "large";
-    w.format = c.format;
-    w.out = c.out;
-    w.in = c.in;
-    w.global_scale = c.format == WeightFormat::nvfp4 ? 0.37f : 1.0f;
-    const Shape code_shape = fp4 ? Shape{c.out, c.in / 2} : Shape{c.out, c.in};
-    w.weight = TensorView{c.weight_dtype, code_shape, reinterpret_cast<const std::byte*>(codes.data()), codes.size()};
-    const int64_t scale_rows = c.format == WeightFormat::fp8_block ? (c.out + 127) / 128 : c.out;
-    const int64_t scale_cols = c.format == WeightFormat::fp8_block ? (c.in + 127) / 128
-                               : c.format == WeightFormat::mxfp4   ? c.in / 32
-                                                                   : c.in / 16;
-    if (!scales_f32.empty())
-      w.scale = TensorView{DType::f32, c.format == WeightFormat::fp8_tensor ? Shape{1} : Shape{scale_rows, scale_cols},
-                           reinterpret_cast<const std::byte*>(scales_f32.data()), scales_f32.size() * 4};
-    else if (!scales_u8.empty())
-      w.scale = TensorView{c.scale_dtype, {scale_rows, scale_cols}, reinterpret_cast<const std::byte*>(scales_u8.data()),
-                           scales_u8.size()};
+    const RandomLinear r(c.format, c.weight_dtype, c.scale_dtype, c.out, c.in, rng);
+    const LinearWeight& w = r.w;
     const Tensor wc = be->cpu->load_linear(w), wg = be->gpu->load_linear(w), wf = be->gpu_f32->load_linear(w);
     for (int64_t n : {1, 4, 8, 9, 16, 17, 33, 64, 70}) {
       const std::vector<float> x = random_values(size_t(n * c.groups * c.in), rng);
@@ -431,6 +443,90 @@ TEST_F(CudaOps, RoutedExpertsEveryFormat) {
       EXPECT_LT(relative_difference(op(*be->gpu), want), kBf16Tolerance)
           << "experts n=" << n << " skewed " << skewed << " quant " << int(quant);
       EXPECT_LT(relative_difference(op(*be->gpu_f32), want), 1e-5) << "experts n=" << n << " skewed " << skewed << " (f32)";
+    }
+  }
+}
+
+// The fused expert GEMMs (expert_gemm.h) past the tiny checkpoints' sizes, in every format they
+// take: widths of several 128-input stages, weight blocks cut by the matrix end (inter 384: one
+// and a half up blocks; dim 640: one and a quarter down blocks), 64+ tokens with skewed routing
+// (expert 0 in every token: full 64-row tiles and a partial one; the last expert in none; the
+// others ragged) against the CPU; f32 mode (the cuBLAS path) within 1e-5; and every run's rows
+// identical whatever shares the call.
+TEST_F(CudaOps, GroupedExpertsLargeShapes) {
+  struct Case {
+    WeightFormat format;
+    DType weight_dtype, scale_dtype;
+  };
+  const std::vector<Case> cases{
+      {WeightFormat::dense, DType::bf16, DType::f32},         {WeightFormat::fp8_block, DType::f8_e4m3, DType::f32},
+      {WeightFormat::fp8_block, DType::f8_e4m3, DType::f8_e8m0}, {WeightFormat::fp8_tensor, DType::f8_e4m3, DType::f32},
+      {WeightFormat::mxfp4, DType::u8, DType::f8_e8m0},        {WeightFormat::nvfp4, DType::u8, DType::f8_e4m3},
+  };
+  const int64_t E = 8, k = 3, dim = 640, inter = 384;
+  const double limit = 2.0;
+  for (const Case& c : cases) {
+    std::vector<std::unique_ptr<RandomLinear>> w1, w2, w3;
+    for (int64_t e = 0; e < E; ++e) {
+      w1.push_back(std::make_unique<RandomLinear>(c.format, c.weight_dtype, c.scale_dtype, inter, dim, rng));
+      w2.push_back(std::make_unique<RandomLinear>(c.format, c.weight_dtype, c.scale_dtype, dim, inter, rng));
+      w3.push_back(std::make_unique<RandomLinear>(c.format, c.weight_dtype, c.scale_dtype, inter, dim, rng));
+    }
+    auto load = [&](Backend& b, const std::vector<std::unique_ptr<RandomLinear>>& ws) {
+      std::vector<Tensor> out;
+      for (const auto& w : ws) out.push_back(b.load_linear(w->w));
+      return out;
+    };
+    struct Loaded {
+      std::vector<Tensor> w1, w2, w3;
+    };
+    const Loaded cpu{load(*be->cpu, w1), load(*be->cpu, w2), load(*be->cpu, w3)};
+    const Loaded gpu{load(*be->gpu, w1), load(*be->gpu, w2), load(*be->gpu, w3)};
+    const Loaded gpu_f32{load(*be->gpu_f32, w1), load(*be->gpu_f32, w2), load(*be->gpu_f32, w3)};
+    // Inputs scaled to gates of about unit size: the limit clamps some, not most.
+    const std::vector<float> w1_values = be->cpu->download(cpu.w1[0]);
+    double mean_square = 0;
+    for (float v : w1_values) mean_square += double(v) * v;
+    const float x_scale = float(1.0 / std::sqrt(mean_square / double(w1_values.size()) * double(dim)));
+    const std::string what = std::string(weight_format_name(c.format)) + " scales " + std::string(dtype_name(c.scale_dtype));
+
+    auto experts = [&](Backend& b, const Loaded& w, const std::vector<float>& x, const std::vector<float>& rw,
+                       const std::vector<int32_t>& sel, int64_t n, RowRuns runs) {
+      const Routing r{b.upload(rw, {n, k}), b.upload_i32(sel, {n, k})};
+      return b.download(b.experts(b.upload(x, {n, dim}), r, w.w1, w.w2, w.w3, limit, runs));
+    };
+    auto inputs = [&](int64_t n) {
+      std::vector<int32_t> sel(size_t(n * k));
+      for (int64_t t = 0; t < n; ++t) {  // distinct experts per token: 0, then two of 1..6
+        const int32_t first = int32_t(t % 6);
+        sel[size_t(t * k)] = 0;
+        sel[size_t(t * k + 1)] = 1 + first;
+        sel[size_t(t * k + 2)] = 1 + (first + 1 + int32_t(t / 6 % 5)) % 6;
+      }
+      std::vector<float> x = random_values(size_t(n * dim), rng, x_scale);
+      return std::tuple{std::move(x), random_values(size_t(n * k), rng), std::move(sel)};
+    };
+    for (int64_t n : {64, 200, 333}) {
+      const auto [x, rw, sel] = inputs(n);
+      const std::vector<float> want = experts(*be->cpu, cpu, x, rw, sel, n, {});
+      EXPECT_LT(relative_difference(experts(*be->gpu, gpu, x, rw, sel, n, {}), want), kBf16Tolerance)
+          << what << " n=" << n;
+      EXPECT_LT(relative_difference(experts(*be->gpu_f32, gpu_f32, x, rw, sel, n, {}), want), 1e-5)
+          << what << " n=" << n << " (f32)";
+    }
+    const std::vector<int64_t> runs{70, 5, 100};
+    const auto [x, rw, sel] = inputs(175);
+    const std::vector<float> together = experts(*be->gpu, gpu, x, rw, sel, 175, runs);
+    int64_t begin = 0;
+    for (int64_t n : runs) {
+      auto part = [&](const auto& v, int64_t width) {
+        return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + begin * width,
+                                                                          v.begin() + (begin + n) * width);
+      };
+      const std::vector<float> alone = experts(*be->gpu, gpu, part(x, dim), part(rw, k), part(sel, k), n, {});
+      EXPECT_EQ(std::vector<float>(together.begin() + begin * dim, together.begin() + (begin + n) * dim), alone)
+          << what << " run of " << n << " at " << begin;
+      begin += n;
     }
   }
 }

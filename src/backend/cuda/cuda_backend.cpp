@@ -289,8 +289,18 @@ class CudaBackend final : public Backend {
       const int32_t* selected = r.experts.data<int32_t>() + rows.begin * k;
       float* yr = out.data<float>() + rows.begin * d;
       if (tensor_cores(rows.large)) {
-        const cuda::GroupedExperts g{int64_t(w1.size()), d, t.inter, t.host_w1.data(), t.host_w2.data(),
-                                     t.host_w3.data(), t.w2_alpha.data(), t.up_alpha.get<float>()};
+        const cuda::GroupedExperts g{.experts = int64_t(w1.size()),
+                                     .dim = d,
+                                     .inter = t.inter,
+                                     .w1 = t.host_w1.data(),
+                                     .w2 = t.host_w2.data(),
+                                     .w3 = t.host_w3.data(),
+                                     .device_w1 = t.w1.get<WeightRef>(),
+                                     .device_w2 = t.w2.get<WeightRef>(),
+                                     .device_w3 = t.w3.get<WeightRef>(),
+                                     .layout = t.layout,
+                                     .w2_alpha = t.w2_alpha.data(),
+                                     .up_alpha = t.up_alpha.get<float>()};
         cuda::grouped_experts(gemm(), g, xr, rows.count, weights, selected, k, float(limit), t.round_input, yr);
       } else {
         Tensor scratch = make({rows.count * k * (t.inter + d)}, ElemType::f32);

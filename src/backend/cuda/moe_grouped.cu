@@ -2,9 +2,11 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cub/device/device_radix_sort.cuh>
 #include <vector>
 
+#include "backend/cuda/expert_gemm.h"
 #include "backend/cuda/pool_buffer.h"
 
 namespace tetra::cuda {
@@ -55,15 +57,22 @@ __global__ void swiglu_kernel(const float* up, const uint32_t* sorted_experts, c
   }
 }
 
-// out[t, d] = Σ_j weights[t, j] · y[slot_of_pair[t·k + j], d], j in slot order.
+// out[t, d] = Σ_j weights[t, j] · y[slot_of_pair[t·k + j], d], j in slot order; blocks over the
+// tokens, threads over d.
 __global__ void combine_kernel(const float* y, const int32_t* slot_of_pair, const float* weights, int64_t n, int64_t k,
                                int64_t dim, float* out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n * dim; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = i / dim, d = i % dim;
-    float acc = 0;
-    for (int64_t j = 0; j < k; ++j) acc += y[int64_t(slot_of_pair[t * k + j]) * dim + d] * weights[t * k + j];
-    out[i] = acc;
-  }
+  for (int64_t t = blockIdx.x; t < n; t += gridDim.x)
+    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+      float acc = 0;
+      for (int64_t j = 0; j < k; ++j) acc += y[int64_t(slot_of_pair[t * k + j]) * dim + d] * weights[t * k + j];
+      out[t * dim + d] = acc;
+    }
+}
+
+void combine(const float* y, const int32_t* slot_of_pair, const float* weights, int64_t n, int64_t k, int64_t dim,
+             float* out, cudaStream_t stream) {
+  combine_kernel<<<unsigned(std::min<int64_t>(n, 65536)), kThreads, 0, stream>>>(y, slot_of_pair, weights, n, k, dim, out);
+  TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
@@ -94,7 +103,15 @@ void grouped_experts(DequantGemm& gemm, const GroupedExperts& e, const float* x,
   offsets_kernel<<<grid_for(std::max(pairs, e.experts + 1)), kThreads, 0, stream>>>(
       sorted.get<uint32_t>(), order.get<int32_t>(), pairs, e.experts, offsets.get<int32_t>(), slot_of_pair.get<int32_t>());
   TETRA_CUDA_CHECK(cudaGetLastError());
-  // The one host synchronization: cuBLAS needs each expert's row count on the host.
+  if (round_input && expert_gemm_supported(e.layout, e.experts, e.w1, e.w2, e.w3, x)) {
+    PoolBuffer y(size_t(pairs * e.dim) * 4, stream);
+    expert_gemms({e.experts, e.dim, e.inter, e.layout.up.format, e.device_w1, e.device_w2, e.device_w3}, x, n, k,
+                 order.get<int32_t>(), offsets.get<int32_t>(), lim, y.get<float>(), stream);
+    combine(y.get<float>(), slot_of_pair.get<int32_t>(), weights, n, k, e.dim, out, stream);
+    return;
+  }
+
+  // cuBLAS needs each expert's row count on the host: the path's one synchronization.
   std::vector<int32_t> first(size_t(e.experts + 1));
   TETRA_CUDA_CHECK(cudaMemcpyAsync(first.data(), offsets.get(), first.size() * 4, cudaMemcpyDeviceToHost, stream));
   TETRA_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -124,8 +141,7 @@ void grouped_experts(DequantGemm& gemm, const GroupedExperts& e, const float* x,
       gemm.multiply({e.w2[ex]}, e.w2_alpha[ex], h.get<std::byte>() + size_t(row0 * e.inter) * bytes, type, rows,
                     y + row0 * e.dim, e.dim);
   }
-  combine_kernel<<<grid_for(n * e.dim), kThreads, 0, stream>>>(y, slot_of_pair.get<int32_t>(), weights, n, k, e.dim, out);
-  TETRA_CUDA_CHECK(cudaGetLastError());
+  combine(y, slot_of_pair.get<int32_t>(), weights, n, k, e.dim, out, stream);
 }
 
 }  // namespace tetra::cuda

@@ -1,15 +1,20 @@
 #pragma once
 // Routed experts for many tokens (prefill): the (token, slot) pairs grouped by expert on the
-// device (a stable radix sort by expert, exact offsets from the sorted keys), one tensor-core
-// GEMM per used expert for w1 and w3 stacked, one pass for the clamped SwiGLU, one GEMM per
-// expert for w2, then the per-token combine in slot order (deterministic: no atomics).
-// One host synchronization per call: cuBLAS takes each expert's row count from the host, so
-// the E+1 offsets are copied back after the sort. Decode-size batches use moe.h instead.
+// device (a stable radix sort by expert, exact offsets from the sorted keys, no capacity), the
+// experts' GEMMs over each expert's rows, then the per-token combine in slot order
+// (deterministic: no atomics). With bf16 activations and a layout the fused kernels take
+// (expert_gemm.h) the GEMMs run there: weights decoded in registers, SwiGLU in the up GEMM's
+// epilogue, no host synchronization. Otherwise (f32 activations, other layouts) each used
+// expert's weights are dequantized into a tile for cuBLAS, one GEMM per expert for w1 and w3
+// stacked, one SwiGLU pass, one GEMM per expert for w2; cuBLAS takes each expert's row count
+// from the host, so that path copies the E+1 offsets back after the sort (one host
+// synchronization per call). Decode-size batches use moe.h instead.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "backend/cuda/dequant_gemm.h"
+#include "backend/cuda/moe.h"
 
 namespace tetra::cuda {
 
@@ -18,6 +23,10 @@ struct GroupedExperts {
   const WeightRef* w1 = nullptr;  // host arrays, one per expert
   const WeightRef* w2 = nullptr;
   const WeightRef* w3 = nullptr;
+  const WeightRef* device_w1 = nullptr;  // the same tables on the device (fused kernels)
+  const WeightRef* device_w2 = nullptr;
+  const WeightRef* device_w3 = nullptr;
+  ExpertLayout layout;
   const float* w2_alpha = nullptr;   // host [experts]: w2's per-tensor factor
   const float* up_alpha = nullptr;   // device [experts, 2]: w1's and w3's per-tensor factors
 };
