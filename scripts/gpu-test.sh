@@ -3,12 +3,13 @@
 # TETRA_CUDA_ARCHS says otherwise), then runs, each under its own time limit:
 #   the GPU tests (verbose: they print their measured numbers), every other test unless
 #   TETRA_GPU_ONLY=1, the demo model on CUDA against the CPU (tools/cuda_demo_parity.sh), the
-#   server's end-to-end tests against `tetra serve --device cuda`, the benchmarks, and
-#   compute-sanitizer's memcheck and racecheck over every GPU test (tools/sanitize_gpu_tests.sh);
+#   server's end-to-end tests against `tetra serve --device cuda`, and compute-sanitizer's
+#   memcheck and racecheck over every GPU test (tools/sanitize_gpu_tests.sh);
+# (the benchmarks are scripts/bench-h200.sh's)
 # and prints a summary table last. Logs go to $OUT (or /tmp) as gpu-test.log.
 # Dependencies the machine lacks come from .gpu_carry and .gpu_node when present
 # (tools/pack_gpu_deps.sh). TETRA_SKIP_BUILD=1 reuses build-gpu/ from an earlier call;
-# TETRA_GPU_PART=tests or =sanitize runs only the tests and benchmarks, or only the sanitizers
+# TETRA_GPU_PART=tests or =sanitize runs only the tests, or only the sanitizers
 # (to split the work over calls of a limited length).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,8 +64,6 @@ if [ "$part" != sanitize ]; then
     summary+=("$(printf '%-44s %s' "server.openai_sdk" "skipped: no node (tools/pack_gpu_deps.sh packs one)")")
   step "server e2e, serve --device cuda" 600 env TETRA_SERVE_ARGS="--device cuda" \
     ctest --test-dir build-gpu --output-on-failure -R "^($server_tests)\$"
-  STEP_ECHO=1 step "linear benchmark" 300 build-gpu/bench/tetra_cuda_linear_bench
-  STEP_ECHO=1 step "prefill benchmark" 300 build-gpu/bench/tetra_cuda_prefill_bench --json "${OUT:-/tmp}/prefill.json"
 fi
 
 if [ "$part" = tests ]; then
