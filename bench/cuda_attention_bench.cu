@@ -140,7 +140,8 @@ void point(Layer layer, int64_t sequences, int64_t context, int64_t rows, const 
   fill_kv_rows(window_pool, sequences * window_blocks * kRowsPerBlock, 1, s);
   if (entries) fill_kv_rows(entry_pool, sequences * entry_blocks * kRowsPerBlock, 2, s);
   fill_kv_rows(step_kv, n, 3, s);
-  std::vector<int32_t> window_tables(size_t(sequences * window_blocks)), entry_tables(size_t(sequences * std::max<int64_t>(entry_blocks, 1)));
+  std::vector<int32_t> window_tables(size_t(sequences * window_blocks)),
+      entry_tables(size_t(sequences * std::max<int64_t>(entry_blocks, 1)));
   for (size_t i = 0; i < window_tables.size(); ++i) window_tables[i] = int32_t(i);
   for (size_t i = 0; i < entry_tables.size(); ++i) entry_tables[i] = int32_t(i);
   std::vector<int32_t> at(size_t(5 * n)), picks(size_t(layer == Layer::csa ? n * kTopk : 1), -1);
@@ -156,20 +157,33 @@ void point(Layer layer, int64_t sequences, int64_t context, int64_t rows, const 
       const int64_t visible = ratio ? (position + 1) / ratio : 0;
       keys += std::min<int64_t>(position + 1, kWindow) + (layer == Layer::csa ? std::min(visible, kTopk) : visible);
       if (layer == Layer::csa)
-        for (int64_t k = 0; k < std::min(visible, kTopk); ++k) picks[size_t(r * kTopk + k)] = int32_t(rng() % uint64_t(visible));
+        for (int64_t k = 0; k < std::min(visible, kTopk); ++k)
+          picks[size_t(r * kTopk + k)] = int32_t(rng() % uint64_t(visible));
     }
   const DeviceBuffer dwt = upload(window_tables), det = upload(entry_tables), dat = upload(at), dpicks = upload(picks);
   std::vector<float> sinks(kHeads);
   for (float& x : sinks) x = float(rng() % 1000) / 500.0f - 1.0f;
   const DeviceBuffer dsinks = upload(sinks);
-  DeviceBuffer q(size_t(n * kHeads * kDim) * 4), out(size_t(n * kHeads * kDim) * 4), reference(size_t(n * kHeads * kDim) * 4);
+  DeviceBuffer q(size_t(n * kHeads * kDim) * 4), out(size_t(n * kHeads * kDim) * 4),
+      reference(size_t(n * kHeads * kDim) * 4);
   fill_floats(q, n * kHeads * kDim, 4, s);
 
-  const PagedView window{window_pool.get<uint8_t>(), dwt.get<int32_t>(), window_blocks, 0, kRowsPerBlock, kRowBytes, block_bytes};
-  const PagedView entry_view{entry_pool.get<uint8_t>(), det.get<int32_t>(), std::max<int64_t>(entry_blocks, 1), 0, kRowsPerBlock,
-                             kRowBytes, block_bytes};
-  const AttentionKeys kv{step_kv.get<uint8_t>(), kRowBytes, window, entry_view, layer != Layer::window,
-                         layer == Layer::csa ? dpicks.get<int32_t>() : nullptr, layer == Layer::csa ? kTopk : 0,
+  const PagedView window{
+      window_pool.get<uint8_t>(), dwt.get<int32_t>(), window_blocks, 0, kRowsPerBlock, kRowBytes, block_bytes};
+  const PagedView entry_view{entry_pool.get<uint8_t>(),
+                             det.get<int32_t>(),
+                             std::max<int64_t>(entry_blocks, 1),
+                             0,
+                             kRowsPerBlock,
+                             kRowBytes,
+                             block_bytes};
+  const AttentionKeys kv{step_kv.get<uint8_t>(),
+                         kRowBytes,
+                         window,
+                         entry_view,
+                         layer != Layer::window,
+                         layer == Layer::csa ? dpicks.get<int32_t>() : nullptr,
+                         layer == Layer::csa ? kTopk : 0,
                          layer == Layer::csa ? kTopk : entry_blocks * kRowsPerBlock};
   const int32_t* a = dat.get<int32_t>();
   const StepView step{a, a + n, a + 2 * n, a + 3 * n, a + 4 * n};
@@ -178,14 +192,16 @@ void point(Layer layer, int64_t sequences, int64_t context, int64_t rows, const 
   DeviceBuffer scratch(size_t(decode ? attention_split_floats(n, p, kv) : 1) * 4);
   auto flush_l2 = [&] { TETRA_CUDA_CHECK(cudaMemsetAsync(flush.get(), int(rng() & 0xFF), flush.bytes(), s)); };
   auto run = [&](AttentionKernel kernel, int64_t begin, int64_t count, const DeviceBuffer& o) {
-    paged_attention(q.get<float>(), kv, dsinks.get<float>(), step, begin, count, p, kernel, scratch.get<float>(), o.get<float>(), s);
+    paged_attention(q.get<float>(), kv, dsinks.get<float>(), step, begin, count, p, kernel, scratch.get<float>(),
+                    o.get<float>(), s);
   };
   const AttentionKernel fast = decode ? AttentionKernel::tensor_cores_split : AttentionKernel::tensor_cores;
   const double ms = median_ms(s, 20, flush_l2, [&] { run(fast, 0, n, out); });
 
   // the exact kernel: every row for decode, a few late rows of the prefill (all would take minutes)
   const int64_t check_begin = decode ? 0 : n - 16, check_rows = decode ? n : 16;
-  const double exact_ms = median_ms(s, decode ? 3 : 1, flush_l2, [&] { run(AttentionKernel::exact, check_begin, check_rows, reference); });
+  const double exact_ms =
+      median_ms(s, decode ? 3 : 1, flush_l2, [&] { run(AttentionKernel::exact, check_begin, check_rows, reference); });
   const size_t first = size_t(check_begin * kHeads * kDim), floats = size_t(check_rows * kHeads * kDim);
   const double difference = relative_difference(download(out, first, floats), download(reference, first, floats));
   const double us = ms * 1e3;
@@ -212,9 +228,8 @@ int main() {
     const size_t bytes = size_t(1) << 30;
     DeviceBuffer a(bytes), b(bytes);
     TETRA_CUDA_CHECK(cudaMemsetAsync(a.get(), 1, bytes, s));
-    const double ms = median_ms(s, 10, [] {}, [&] {
-      TETRA_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, s));
-    });
+    const double ms = median_ms(
+        s, 10, [] {}, [&] { TETRA_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, s)); });
     ceil.copy_gbs = 2.0 * double(bytes) / (ms * 1e6);
   }
   {
@@ -224,14 +239,17 @@ int main() {
     TETRA_CUDA_CHECK(cudaMemsetAsync(a.get(), 0x3C, a.bytes(), s));  // bf16 0x3C3C: about 0.011
     TETRA_CUDA_CHECK(cudaMemsetAsync(b.get(), 0x3C, b.bytes(), s));
     const float alpha = 1, beta = 0;
-    const double ms = median_ms(s, 10, [] {}, [&] {
-      TETRA_CUBLAS_CHECK(cublasGemmEx(cublas.get(), CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(n), int(n), &alpha, a.get(), CUDA_R_16BF,
-                                      int(n), b.get(), CUDA_R_16BF, int(n), &beta, c.get(), CUDA_R_16BF, int(n),
-                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    });
+    const double ms = median_ms(
+        s, 10, [] {},
+        [&] {
+          TETRA_CUBLAS_CHECK(cublasGemmEx(cublas.get(), CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(n), int(n), &alpha, a.get(),
+                                          CUDA_R_16BF, int(n), b.get(), CUDA_R_16BF, int(n), &beta, c.get(), CUDA_R_16BF,
+                                          int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        });
     ceil.matrix_tflops = 2.0 * double(n * n * n) / (ms * 1e9);
   }
-  std::printf("device copy %.0f GB/s (read + write), cuBLAS bf16 8192^3 %.0f TFLOP/s\n\n", ceil.copy_gbs, ceil.matrix_tflops);
+  std::printf("device copy %.0f GB/s (read + write), cuBLAS bf16 8192^3 %.0f TFLOP/s\n\n", ceil.copy_gbs,
+              ceil.matrix_tflops);
   const DeviceBuffer flush(size_t(256) << 20);  // beyond the L2
   std::mt19937 rng(5);
   std::printf("decode  seqs x context  tensor cores  exact f32  speed-up  bytes      of copy bandwidth\n");

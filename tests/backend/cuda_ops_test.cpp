@@ -589,8 +589,10 @@ TEST_F(CudaOps, PagedStateOps) {
         const auto want = run(cpu), got = run(gpu), got_fast = run(fast);
         EXPECT_LT(relative_difference(got[0], want[0]), kF32Tolerance) << "compress layer " << layer << " " << where;
         EXPECT_LT(relative_difference(got[1], want[1]), kF32Tolerance) << "attention layer " << layer << " " << where;
-        EXPECT_LT(relative_difference(got_fast[0], want[0]), kF32Tolerance) << "compress layer " << layer << " " << where << " (default)";
-        EXPECT_LT(relative_difference(got_fast[1], want[1]), kBf16Tolerance) << "attention layer " << layer << " " << where << " (default)";
+        EXPECT_LT(relative_difference(got_fast[0], want[0]), kF32Tolerance) << "compress layer " << layer << " " << where
+                                                                            << " (default)";
+        EXPECT_LT(relative_difference(got_fast[1], want[1]), kBf16Tolerance) << "attention layer " << layer << " " << where
+                                                                             << " (default)";
         for (size_t i = 0; i < want[0].size(); ++i)  // rows completing no window are exactly zero
           if (want[0][i] == 0) {
             EXPECT_EQ(got[0][i], 0.0f) << where;
@@ -681,8 +683,8 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
   };
 
   for (KvCacheDtype kvt : {KvCacheDtype::fp8, KvCacheDtype::f32}) {
-    PagedSide cpu(*be->cpu, c, kvt, IndexerCacheDtype::f32, tokens), exact(*be->gpu_f32, c, kvt, IndexerCacheDtype::f32, tokens),
-        fast(*be->gpu, c, kvt, IndexerCacheDtype::f32, tokens);
+    const IndexerCacheDtype it = IndexerCacheDtype::f32;
+    PagedSide cpu(*be->cpu, c, kvt, it, tokens), exact(*be->gpu_f32, c, kvt, it, tokens), fast(*be->gpu, c, kvt, it, tokens);
     ASSERT_EQ(exact.slots, cpu.slots);
     ASSERT_EQ(fast.slots, cpu.slots);
     for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(cpu.slots[i], int32_t(i));
@@ -698,7 +700,8 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
           at.insert(at.end(), {int32_t(i), int32_t(p), int32_t(p), int32_t(last_position), 0});
         };
         for (int64_t p = std::max<int64_t>(0, cached - c.window); p < cached; ++p) add(fill_at[0], p, cached - 1);
-        for (int64_t e = 0; e < std::min(entries, ratio == 4 ? csa_stored : entries); ++e) add(fill_at[1], (e + 1) * ratio - 1, 0);
+        const int64_t stored = ratio == 4 ? std::min(entries, csa_stored) : entries;
+        for (int64_t e = 0; e < stored; ++e) add(fill_at[1], (e + 1) * ratio - 1, 0);
       }
       std::vector<float> fill_values[2];
       for (int f = 0; f < 2; ++f) fill_values[f] = random_values(fill_at[f].size() / 5 * size_t(d), rng);
@@ -746,7 +749,8 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
         const int64_t b = row0[i], count = seqs[i].rows;
         const std::vector<float> alone = attend(fast, b, count, {});
         EXPECT_EQ(rows_of(together, heads * d, b, count), alone) << where << " sequence " << i;
-        EXPECT_LT(relative_difference(alone, rows_of(want, heads * d, b, count)), kBf16Tolerance) << where << " sequence " << i;
+        EXPECT_LT(relative_difference(alone, rows_of(want, heads * d, b, count)), kBf16Tolerance)
+            << where << " sequence " << i;
       }
     }
   }

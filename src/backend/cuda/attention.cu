@@ -94,21 +94,21 @@ __global__ void __launch_bounds__(kWarps * 32)
 constexpr int kTcWarps = 8, kTcThreads = 32 * kTcWarps;
 constexpr int kGroupHeads = 64;  // heads per block: the M dimension, 4 m-tiles
 constexpr int kMTiles = kGroupHeads / 16;
-constexpr int kTileKeys = 64;              // keys per tile: S and P are [64 heads, 64 keys]
-constexpr int kDimChunks = kMaxDim / 8;    // 16-byte chunks of a bf16 row
+constexpr int kTileKeys = 64;            // keys per tile: S and P are [64 heads, 64 keys]
+constexpr int kDimChunks = kMaxDim / 8;  // 16-byte chunks of a bf16 row
 constexpr int kTileRowBytes = 2 * kMaxDim;
-constexpr int kStageBytes = 64 * 1024;     // stored key rows in flight: a tile of bf16 or fp8 rows, half a tile of f32
-constexpr int kScoreStride = 72;           // floats per S row: an mma fragment's stores hit distinct banks
-constexpr int kProbStride = 72;            // bf16 per P row (144 bytes): ldmatrix rows on distinct banks
+constexpr int kStageBytes = 64 * 1024;  // stored key rows in flight: a tile of bf16 or fp8 rows, half a tile of f32
+constexpr int kScoreStride = 72;        // floats per S row: an mma fragment's stores hit distinct banks
+constexpr int kProbStride = 72;         // bf16 per P row (144 bytes): ldmatrix rows on distinct banks
 // A row of short runs splits its key list into at most kMaxSplits blocks of whole tiles.
 constexpr int64_t kMaxSplits = 16;
 
 struct TcShared {
   uint4 q[kGroupHeads * kDimChunks];  // bf16, swizzled rows (shared_tiles.cuh)
   uint4 keys[kTileKeys * kDimChunks];
-  float scores[kGroupHeads][kScoreStride];  // scaled by log2(e): the softmax runs in base 2
+  float scores[kGroupHeads][kScoreStride];   // scaled by log2(e): the softmax runs in base 2
   uint16_t probs[kGroupHeads][kProbStride];  // bf16
-  float factor[kGroupHeads];  // per head: the tile's rescale of O, at the end its normalization
+  float factor[kGroupHeads];                 // per head: the tile's rescale of O, at the end its normalization
   uint8_t stage_valid[kTileKeys], tile_valid[kTileKeys];
   uint8_t stage[kStageBytes];  // stored rows, row_bytes apart
 };
@@ -199,7 +199,8 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   auto key_index = [&](int64_t round) { return first_key + round * round_keys + warp + 8 * lane; };
   auto issue = [&](const uint8_t* src) {  // src: this lane's key of the round (null: none)
     for (int j = 0; j < round_keys / 8; ++j) {
-      const auto row = reinterpret_cast<const uint8_t*>(__shfl_sync(0xFFFFFFFFu, reinterpret_cast<unsigned long long>(src), j));
+      const auto row =
+          reinterpret_cast<const uint8_t*>(__shfl_sync(0xFFFFFFFFu, reinterpret_cast<unsigned long long>(src), j));
       const int kk = warp + 8 * j;
       if (row)
         for (int w = lane; w < row_bytes / 8; w += 32) cp_async_8(stage + kk * row_bytes + 8 * w, row + 8 * w);
@@ -248,8 +249,8 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   }
 
   const float score_scale = p.scale * kLog2e;
-  float acc[kMTiles][8][4] = {};               // O: heads of m-tile i × dims 64·warp + 8j ..
-  float run_max = -INFINITY, run_sum = 0;      // of head threadIdx.x / 4 (softmax threads)
+  float acc[kMTiles][8][4] = {};           // O: heads of m-tile i × dims 64·warp + 8j ..
+  float run_max = -INFINITY, run_sum = 0;  // of head threadIdx.x / 4 (softmax threads)
   const int soft_head = threadIdx.x / 4, soft_part = threadIdx.x % 4;
   for (int64_t u = 0; u < rounds; ++u) {
     cp_async_wait_all();
@@ -292,7 +293,8 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       for (int j = 0; j < 4; ++j) {
         const int col = 32 * half + 8 * j + 2 * t;
         *reinterpret_cast<float2*>(&sh.scores[16 * mt + g][col]) = make_float2(s[j][0] * score_scale, s[j][1] * score_scale);
-        *reinterpret_cast<float2*>(&sh.scores[16 * mt + g + 8][col]) = make_float2(s[j][2] * score_scale, s[j][3] * score_scale);
+        *reinterpret_cast<float2*>(&sh.scores[16 * mt + g + 8][col]) =
+            make_float2(s[j][2] * score_scale, s[j][3] * score_scale);
       }
     }
     __syncthreads();
@@ -388,8 +390,8 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       const int h = 16 * mt + g + 8 * half;
       if (h >= heads_here) continue;
       const float f = Split ? 1.0f : sh.factor[h];
-      float* dst = Split ? partial + ((local * p.heads + h0 + h) * splits + blockIdx.y) * (d + 2)
-                         : out + (r * p.heads + h0 + h) * d;
+      float* dst =
+          Split ? partial + ((local * p.heads + h0 + h) * splits + blockIdx.y) * (d + 2) : out + (r * p.heads + h0 + h) * d;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int col = 64 * warp + 8 * j + 2 * t;
@@ -465,8 +467,8 @@ void paged_attention(const float* q, const AttentionKeys& keys, const float* sin
   const int64_t splits = split ? split_count(max_keys(p, keys)) : 1;
   const auto launch = [&](auto* fn) {
     TETRA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(TcShared))));
-    fn<<<dim3(unsigned(count * groups), unsigned(splits)), kTcThreads, sizeof(TcShared), stream>>>(q, keys, sinks, at, begin, p,
-                                                                                                 splits, scratch, out);
+    fn<<<dim3(unsigned(count * groups), unsigned(splits)), kTcThreads, sizeof(TcShared), stream>>>(q, keys, sinks, at, begin,
+                                                                                                   p, splits, scratch, out);
     TETRA_CUDA_CHECK(cudaGetLastError());
   };
   if (!split) {
@@ -474,8 +476,8 @@ void paged_attention(const float* q, const AttentionKeys& keys, const float* sin
     return;
   }
   launch(mma_attention_kernel<true>);
-  combine_splits_kernel<<<unsigned(count * p.heads), kCombineThreads, 0, stream>>>(scratch, keys, sinks, at, begin, p, splits,
-                                                                                   out);
+  combine_splits_kernel<<<unsigned(count * p.heads), kCombineThreads, 0, stream>>>(scratch, keys, sinks, at, begin, p,
+                                                                                   splits, out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
