@@ -252,6 +252,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   float acc[kMTiles][8][4] = {};           // O: heads of m-tile i × dims 64·warp + 8j ..
   float run_max = -INFINITY, run_sum = 0;  // of head threadIdx.x / 4 (softmax threads)
   const int soft_head = threadIdx.x / 4, soft_part = threadIdx.x % 4;
+  bool tile_has_keys = false;  // among the keys this thread decoded into the tile
   for (int64_t u = 0; u < rounds; ++u) {
     cp_async_wait_all();
     __syncthreads();  // every thread's copies have landed; the previous tile is done with the keys
@@ -263,15 +264,23 @@ __global__ void __launch_bounds__(kTcThreads, 1)
         *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sh.keys) + swizzled_chunk<kTileRowBytes>(key0 + kk, c)) =
             ok && 8 * c < d ? bf16_chunk(row, c, p.format, d, int(p.rope_dim)) : make_uint4(0, 0, 0, 0);
       if (lane == 0) sh.tile_valid[key0 + kk] = ok;
+      tile_has_keys |= ok;
     }
-    __syncthreads();  // the stage is free, the keys are in the tile
+    // the stage is free, the keys are in the tile; a tile of empty picks only (the tail of an
+    // early CSA row's list) would change nothing: skip it
+    const bool tile_done = (u + 1) % rounds_per_tile == 0;
+    bool any_key = true;
+    if (tile_done) any_key = __syncthreads_or(tile_has_keys);
+    else __syncthreads();
     if (u + 1 < rounds) issue(finder ? list.address(key_index(u + 1), next_at, next_block) : nullptr);
     if (finder) {
       next_block = list.block(key_index(u + 2), after_at);
       next_at = after_at;
       after_at = list.locate(key_index(u + 3), end);
     }
-    if ((u + 1) % rounds_per_tile != 0) continue;
+    if (!tile_done) continue;
+    tile_has_keys = false;
+    if (!any_key) continue;
 
     // S = Q·Kᵀ: warp w takes m-tile w % 4 and keys 32·(w / 4) .. +32
     if (const int mt = warp % kMTiles, half = warp / kMTiles; mt < mtiles) {
