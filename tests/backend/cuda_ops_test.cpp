@@ -593,17 +593,19 @@ TEST_F(CudaOps, RowsDoNotDependOnWhatSharesTheStep) {
 }
 
 // ---- the ops over the paged state: ragged steps of two sequences and a padding row, every
-// cache format; both backends run the same steps on their own paged caches.
+// cache format; the CPU and the CUDA backends run the same steps on their own paged caches (the
+// exact CUDA backend within 1e-4, the default one's bf16 attention within 1e-2).
 struct PagedSide {
   Backend& be;
   PagedCache cache;
-  int32_t slots[2];
-  PagedSide(Backend& b, const ModelConfig& c, KvCacheDtype kv, IndexerCacheDtype idx, int64_t tokens)
+  std::vector<int32_t> slots;
+  // A slot per sequence, each holding its `tokens`.
+  PagedSide(Backend& b, const ModelConfig& c, KvCacheDtype kv, IndexerCacheDtype idx, const std::vector<int64_t>& tokens)
       : be(b), cache(b, PagedLayout(c, kv, idx, c.n_layers)) {
-    for (int32_t& s : slots) {
-      s = cache.acquire_slot();
+    for (const int64_t n : tokens) {
+      const int32_t s = slots.emplace_back(cache.acquire_slot());
       for (size_t i = 0; i < cache.layout().streams().size(); ++i)
-        cache.reserve(s, int64_t(i), cache.layout().rows(cache.layout().streams()[i], tokens));
+        cache.reserve(s, int64_t(i), cache.layout().rows(cache.layout().streams()[i], n));
     }
   }
   PagedRows rows(int64_t layer, StreamKind k) { return cache.rows(cache.layout().stream(layer, k)); }
@@ -625,7 +627,9 @@ TEST_F(CudaOps, PagedStateOps) {
   for (KvCacheDtype kvt : {KvCacheDtype::f32, KvCacheDtype::bf16, KvCacheDtype::fp8}) {
     const IndexerCacheDtype it = kvt == KvCacheDtype::fp8 ? IndexerCacheDtype::fp4
                                  : kvt == KvCacheDtype::bf16 ? IndexerCacheDtype::bf16 : IndexerCacheDtype::f32;
-    PagedSide cpu(*be->cpu, c, kvt, it, total), gpu(*be->gpu_f32, c, kvt, it, total);
+    // gpu: the exact backend (f32 attention), fast: the default one (bf16 tensor-core attention)
+    PagedSide cpu(*be->cpu, c, kvt, it, {total, total}), gpu(*be->gpu_f32, c, kvt, it, {total, total}),
+        fast(*be->gpu, c, kvt, it, {total, total});
     int64_t length[2] = {0, 0};
     for (size_t step = 0; step < chunks[0].size(); ++step) {
       // rows: sequence 0's tokens, one padding row, sequence 1's tokens
@@ -644,7 +648,8 @@ TEST_F(CudaOps, PagedStateOps) {
       add_sequence(0, chunks[0][step]);
       slot.push_back(-1), pos.push_back(0), start.push_back(0), last.push_back(0), first.push_back(int32_t(first.size()));
       add_sequence(1, chunks[1][step]);
-      ASSERT_EQ(gpu.slots[0], cpu.slots[0]);
+      ASSERT_EQ(gpu.slots, cpu.slots);
+      ASSERT_EQ(fast.slots, cpu.slots);
       const int64_t n = int64_t(slot.size());
       std::vector<int32_t> at = slot;
       for (const auto* v : {&pos, &start, &last, &first}) at.insert(at.end(), v->begin(), v->end());
@@ -680,9 +685,13 @@ TEST_F(CudaOps, PagedStateOps) {
           b.store_rows(window, step_kv, rows, {c.window, 0});
           return out;
         };
-        const auto want = run(cpu), got = run(gpu);
+        const auto want = run(cpu), got = run(gpu), got_fast = run(fast);
         EXPECT_LT(relative_difference(got[0], want[0]), kF32Tolerance) << "compress layer " << layer << " " << where;
         EXPECT_LT(relative_difference(got[1], want[1]), kF32Tolerance) << "attention layer " << layer << " " << where;
+        EXPECT_LT(relative_difference(got_fast[0], want[0]), kF32Tolerance) << "compress layer " << layer << " " << where
+                                                                            << " (default)";
+        EXPECT_LT(relative_difference(got_fast[1], want[1]), kBf16Tolerance) << "attention layer " << layer << " " << where
+                                                                             << " (default)";
         for (size_t i = 0; i < want[0].size(); ++i)  // rows completing no window are exactly zero
           if (want[0][i] == 0) {
             EXPECT_EQ(got[0][i], 0.0f) << where;
@@ -719,6 +728,130 @@ TEST_F(CudaOps, PagedStateOps) {
     // the stored state itself, byte for byte
     const PagedRows pc = cpu.rows(1, StreamKind::window), pg = gpu.rows(1, StreamKind::window);
     EXPECT_EQ(host_bytes(*be->gpu_f32, pg.pool), host_bytes(*be->cpu, pc.pool)) << "pool kv " << int(kvt);
+  }
+}
+
+// ---- attention at V4 geometry (64 heads × 512 dims, rope 64, window 128, 512 CSA picks, HCA
+// ratio 128): one step of rows of several sequences: a first token, decode rows, a chunk whose
+// window spans the ring and the step, a row whose HCA list takes several key tiles per split, a
+// run long enough for the whole-list kernel; CSA picks with empty (-1) entries; fp8 and f32
+// caches. The exact backend within 1e-4 of the CPU, the default one within 1e-2, and each
+// sequence's rows bit-identical whether it runs alone or with the others.
+TEST_F(CudaOps, AttentionAtV4Geometry) {
+  ModelConfig c = testing::tiny_config();
+  c.n_layers = 3;
+  c.head_dim = 512, c.rope_dim = 64, c.window = 128;
+  c.compress_ratios = {0, 4, 128};
+  c.hash_routed = {true, false, false};
+  const int64_t d = c.head_dim, k = 512, csa_stored = 2048;  // CSA picks among the first 2048 entries
+  struct Sequence {
+    int64_t cached, rows;
+  };
+  const std::vector<Sequence> seqs{{0, 1}, {300, 1}, {1000, 5}, {120000, 1}, {40, 70}, {5000, 3}};
+  std::vector<int64_t> tokens, runs, row0;
+  std::vector<int32_t> slot, pos, start, last, first;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const auto [cached, rows] = seqs[i];
+    tokens.push_back(cached + rows);
+    row0.push_back(int64_t(slot.size()));
+    runs.push_back(rows);
+    for (int64_t j = 0; j < rows; ++j) {
+      slot.push_back(int32_t(i));  // checked against each side's slots below
+      pos.push_back(int32_t(cached + j));
+      start.push_back(int32_t(cached));
+      last.push_back(int32_t(cached + rows - 1));
+      first.push_back(int32_t(row0.back()));
+    }
+    if (i == 0) {  // a padding row
+      slot.push_back(-1), pos.push_back(0), start.push_back(0), last.push_back(0), first.push_back(int32_t(slot.size() - 1));
+      runs.push_back(1);
+    }
+  }
+  const int64_t n = int64_t(slot.size());
+  // StepRows of rows [begin, begin + count), the first rows counted from `begin`
+  auto step_rows = [&](int64_t begin, int64_t count) {
+    std::vector<int32_t> at;
+    for (const auto* v : {&slot, &pos, &start, &last})
+      at.insert(at.end(), v->begin() + begin, v->begin() + begin + count);
+    for (int64_t r = begin; r < begin + count; ++r) at.push_back(int32_t(first[size_t(r)] - begin));
+    return at;
+  };
+  auto rows_of = [](const auto& v, int64_t width, int64_t begin, int64_t count) {
+    return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + begin * width,
+                                                                        v.begin() + (begin + count) * width);
+  };
+
+  for (KvCacheDtype kvt : {KvCacheDtype::fp8, KvCacheDtype::f32}) {
+    const IndexerCacheDtype it = IndexerCacheDtype::f32;
+    PagedSide cpu(*be->cpu, c, kvt, it, tokens), exact(*be->gpu_f32, c, kvt, it, tokens), fast(*be->gpu, c, kvt, it, tokens);
+    ASSERT_EQ(exact.slots, cpu.slots);
+    ASSERT_EQ(fast.slots, cpu.slots);
+    for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(cpu.slots[i], int32_t(i));
+    for (int64_t layer : {0, 1, 2}) {
+      const int64_t ratio = c.compress_ratios[size_t(layer)];
+      const int64_t heads = layer == 0 ? 80 : 64;  // 80: a second, partial group of 64 heads
+      const std::string where = "kv " + std::to_string(int(kvt)) + " layer " + std::to_string(layer);
+      // the cached state: each sequence's ring, then its entries (CSA: those it may pick)
+      std::vector<int32_t> fill_at[2];
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const int64_t cached = seqs[i].cached, entries = ratio == 0 ? 0 : tokens[i] / ratio;
+        auto add = [&](std::vector<int32_t>& at, int64_t p, int64_t last_position) {
+          at.insert(at.end(), {int32_t(i), int32_t(p), int32_t(p), int32_t(last_position), 0});
+        };
+        for (int64_t p = std::max<int64_t>(0, cached - c.window); p < cached; ++p) add(fill_at[0], p, cached - 1);
+        const int64_t stored = ratio == 4 ? std::min(entries, csa_stored) : entries;
+        for (int64_t e = 0; e < stored; ++e) add(fill_at[1], (e + 1) * ratio - 1, 0);
+      }
+      std::vector<float> fill_values[2];
+      for (int f = 0; f < 2; ++f) fill_values[f] = random_values(fill_at[f].size() / 5 * size_t(d), rng);
+      auto fill = [&](PagedSide& side) {
+        Backend& b = side.be;
+        for (int f = 0; f < 2; ++f) {
+          const int64_t m = int64_t(fill_at[f].size() / 5);
+          if (m == 0 || (f == 1 && ratio == 0)) continue;
+          std::vector<int32_t> at;  // the fields one after another, as StepRows takes them
+          for (int field = 0; field < 5; ++field)
+            for (int64_t r = 0; r < m; ++r) at.push_back(fill_at[f][size_t(5 * r + field)]);
+          b.store_rows(side.rows(layer, f == 0 ? StreamKind::window : StreamKind::compressed),
+                       b.encode_kv(b.upload(fill_values[f], {m, d}), kvt, c.rope_dim), side.step(at, m),
+                       f == 0 ? RowPlacement{c.window, 0} : RowPlacement{0, ratio});
+        }
+      };
+      for (PagedSide* side : {&cpu, &exact, &fast}) fill(*side);
+
+      // the step: kv rows, queries, sinks, picks (every eighth none; none at all before the first entry)
+      const auto kv = random_values(size_t(n * d), rng), q = random_values(size_t(n * heads * d), rng);
+      const auto sinks = random_values(size_t(heads), rng);
+      std::vector<int32_t> selected(size_t(n * k), -1);
+      for (int64_t r = 0; r < n; ++r)
+        if (const int64_t visible = std::min<int64_t>((pos[size_t(r)] + 1) / 4, csa_stored); visible > 0)
+          for (int64_t j = 0; j < k; ++j)
+            if (j % 8 != 5) selected[size_t(r * k + j)] = int32_t(rng() % uint32_t(visible));
+      auto attend = [&](PagedSide& side, int64_t begin, int64_t count, RowRuns r) {
+        Backend& b = side.be;
+        const Tensor step_kv = b.encode_kv(b.upload(rows_of(kv, d, begin, count), {count, d}), kvt, c.rope_dim);
+        const Tensor picks = b.upload_i32(rows_of(selected, k, begin, count), {count, k});
+        const PagedRows window = side.rows(layer, StreamKind::window);
+        const PagedRows compressed = ratio > 0 ? side.rows(layer, StreamKind::compressed) : PagedRows{};
+        const AttentionShape shape{kvt, d, c.rope_dim, c.window, ratio, 1.0 / std::sqrt(double(d))};
+        return b.download(b.attention(b.upload(rows_of(q, heads * d, begin, count), {count, heads * d}), step_kv, window,
+                                      ratio > 0 ? &compressed : nullptr, ratio == 4 ? &picks : nullptr,
+                                      b.upload(sinks, {heads}), side.step(step_rows(begin, count), count), shape, r));
+      };
+      const std::vector<float> want = attend(cpu, 0, n, runs);
+      EXPECT_LT(relative_difference(attend(exact, 0, n, runs), want), kF32Tolerance) << where << " (exact)";
+      const std::vector<float> together = attend(fast, 0, n, runs);
+      EXPECT_LT(relative_difference(together, want), kBf16Tolerance) << where;
+      // one run of every row: the whole-list kernel for all
+      EXPECT_LT(relative_difference(attend(fast, 0, n, {}), want), kBf16Tolerance) << where << " (one run)";
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const int64_t b = row0[i], count = seqs[i].rows;
+        const std::vector<float> alone = attend(fast, b, count, {});
+        EXPECT_EQ(rows_of(together, heads * d, b, count), alone) << where << " sequence " << i;
+        EXPECT_LT(relative_difference(alone, rows_of(want, heads * d, b, count)), kBf16Tolerance)
+            << where << " sequence " << i;
+      }
+    }
   }
 }
 

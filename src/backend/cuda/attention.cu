@@ -1,33 +1,47 @@
+// Sparse attention with sinks over the paged state. V4 attention is multi-query: one key head
+// shared by every query head, and the value is the key. Two kernels:
+//   - exact (f32 numerics): a block per (row, head), every product and sum in f32;
+//   - tensor cores (bf16 numerics): a block per (row, 64 heads) walks the row's keys in tiles of
+//     64: each tile is copied once into shared memory (cp.async, a tile ahead), decoded once to
+//     bf16 (exact for bf16 and fp8 rows), and serves every head through mma.sync: S = Q·Kᵀ with
+//     the heads as M, an f32 online softmax, O += P·K (the same tile read transposed). Rows of
+//     short runs (decode) split their keys over blocks by a rule of the key count alone, and a
+//     second kernel combines the splits in order: no float atomics, nothing depends on the batch.
+#include <cuda_bf16.h>
+
+#include <cstddef>
+
+#include "backend/cuda/attention_keys.cuh"
+#include "backend/cuda/bf16_codes.cuh"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/paged.cuh"
+#include "backend/cuda/shared_tiles.cuh"
 
 namespace tetra::cuda {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kMaxPerLane = 16;  // head_dim <= 512
+constexpr int kMaxDim = 512;
+constexpr float kLog2e = 1.4426950408889634f;
 
-// One block per (row, head). The key list is built here from the row's position: the window
-// (this step's rows from its sequence's start, the ring before), then the compressed entries.
-// Each warp runs an online softmax over every kWarps-th key, reading the key in its stored
-// format once for the score and the weighted sum; the warps' partial results merge at the end
-// with the sink in the denominator.
+// ---- exact: f32 on the CUDA cores
+
+constexpr int kWarps = 4;
+constexpr int kMaxPerLane = kMaxDim / 32;
+
+// One block per (row, head). Each warp runs an online softmax over every kWarps-th key, reading
+// the key in its stored format once for the score and the weighted sum; the warps' partial
+// results merge at the end with the sink in the denominator.
 __global__ void __launch_bounds__(kWarps * 32)
-    paged_attention_kernel(const float* q, const uint8_t* step_kv, int64_t step_bytes, PagedView window,
-                           PagedView compressed, bool has_compressed, const int32_t* selected, int64_t k,
-                           const float* sinks, StepView at, AttentionParams p, float* out) {
+    exact_attention_kernel(const float* q, AttentionKeys keys, const float* sinks, StepView at, int64_t begin,
+                           AttentionParams p, float* out) {
   __shared__ float part_m[kWarps], part_s[kWarps];
   __shared__ float part_acc[kWarps][kMaxPerLane * 32];
-  const int64_t r = blockIdx.x / p.heads, h = blockIdx.x % p.heads, d = p.d;
+  const int64_t r = begin + blockIdx.x / p.heads, h = blockIdx.x % p.heads, d = p.d;
   float* o = out + (r * p.heads + h) * d;
-  const int32_t slot = at.slot[r];
-  if (slot < 0) {
+  if (at.slot[r] < 0) {
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = 0;
     return;
   }
-  const int64_t t = at.position[r], start = at.start[r], first = at.first_row[r];
-  const int64_t lo = t - p.window + 1 > 0 ? t - p.window + 1 : 0, nw = t - lo + 1;
-  const int64_t nc = !has_compressed ? 0 : selected ? k : (t + 1) / p.ratio;
+  const KeyList list(keys, at, r, p.window, p.ratio);
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const float* qh = q + (r * p.heads + h) * d;
   float qv[kMaxPerLane], acc[kMaxPerLane];
@@ -38,23 +52,15 @@ __global__ void __launch_bounds__(kWarps * 32)
     acc[u] = 0;
   }
   float m = -INFINITY, s = 0;
-  for (int64_t j = warp; j < nw + nc; j += kWarps) {
-    const uint8_t* row;
-    RowFormat f = p.format;
-    if (j < nw) {
-      const int64_t pos = lo + j;
-      row = pos >= start ? step_kv + (first + pos - start) * step_bytes : paged_row(window, slot, pos % p.window);
-    } else {
-      const int64_t e = selected ? selected[r * k + (j - nw)] : j - nw;
-      if (e < 0) continue;  // the same for the whole warp
-      row = paged_row(compressed, slot, e);
-    }
+  for (int64_t j = warp; j < list.total(); j += kWarps) {
+    const uint8_t* row = list.find(j);
+    if (!row) continue;  // the same for the whole warp
     float kv[kMaxPerLane];
     float dot = 0;
 #pragma unroll
     for (int u = 0; u < kMaxPerLane; ++u) {
       const int64_t i = lane + 32 * u;
-      kv[u] = i < d ? stored_value(row, i, f, d, p.rope_dim) : 0.0f;
+      kv[u] = i < d ? stored_value(row, i, p.format, d, p.rope_dim) : 0.0f;
       dot = fmaf(qv[u], kv[u], dot);
     }
     const float z = warp_reduce_sum(dot) * p.scale;
@@ -83,15 +89,404 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// ---- tensor cores
+
+constexpr int kTcWarps = 8, kTcThreads = 32 * kTcWarps;
+constexpr int kGroupHeads = 64;  // heads per block: the M dimension, 4 m-tiles
+constexpr int kMTiles = kGroupHeads / 16;
+constexpr int kTileKeys = 64;            // keys per tile: S and P are [64 heads, 64 keys]
+constexpr int kDimChunks = kMaxDim / 8;  // 16-byte chunks of a bf16 row
+constexpr int kTileRowBytes = 2 * kMaxDim;
+constexpr int kStageBytes = 64 * 1024;  // stored key rows in flight: a tile of bf16 or fp8 rows, half a tile of f32
+constexpr int kScoreStride = 72;        // floats per S row: an mma fragment's stores hit distinct banks
+constexpr int kProbStride = 72;         // bf16 per P row (144 bytes): ldmatrix rows on distinct banks
+// A row of short runs splits its key list into at most kMaxSplits blocks of whole tiles.
+constexpr int64_t kMaxSplits = 16;
+
+struct TcShared {
+  uint4 q[kGroupHeads * kDimChunks];  // bf16, swizzled rows (shared_tiles.cuh)
+  uint4 keys[kTileKeys * kDimChunks];
+  float scores[kGroupHeads][kScoreStride];   // scaled by log2(e): the softmax runs in base 2
+  uint16_t probs[kGroupHeads][kProbStride];  // bf16
+  float factor[kGroupHeads];                 // per head: the tile's rescale of O, at the end its normalization
+  uint8_t stage_valid[kTileKeys], tile_valid[kTileKeys];
+  uint8_t stage[kStageBytes];  // stored rows, row_bytes apart
+};
+static_assert(sizeof(TcShared) <= 227 * 1024, "above the opt-in shared memory of sm_90 and sm_100");
+static_assert(offsetof(TcShared, probs) % 16 == 0 && offsetof(TcShared, stage) % 16 == 0, "16-byte rows");
+
+__host__ __device__ int64_t tiles_of(int64_t keys) { return (keys + kTileKeys - 1) / kTileKeys; }
+// Tiles per split: the fewest that keep the splits at kMaxSplits; a rule of the key count alone,
+// so that a row's sums never depend on what shares its step.
+__host__ __device__ int64_t split_tiles(int64_t keys) {
+  const int64_t t = (tiles_of(keys) + kMaxSplits - 1) / kMaxSplits;
+  return t > 0 ? t : 1;
+}
+__host__ __device__ int64_t split_count(int64_t keys) {
+  return (tiles_of(keys) + split_tiles(keys) - 1) / split_tiles(keys);
+}
+
+// Elements 8c .. 8c+7 of a stored row as bf16 (exact for bf16 and fp8_kv, f32 rounded to nearest).
+__device__ __forceinline__ uint4 bf16_chunk(const uint8_t* row, int c, RowFormat f, int d, int rope_dim) {
+  switch (f) {
+    case RowFormat::bf16: return *reinterpret_cast<const uint4*>(row + 16 * c);
+    case RowFormat::fp8_kv: {
+      const int nope = d - rope_dim;
+      if (8 * c >= nope) {  // rope dims: bf16, 8-byte aligned
+        const uint2* b = reinterpret_cast<const uint2*>(row + nope + 2 * (8 * c - nope));
+        const uint2 lo = b[0], hi = b[1];
+        return {lo.x, lo.y, hi.x, hi.y};
+      }
+      const uint2 codes = *reinterpret_cast<const uint2*>(row + 8 * c);
+      const float scale = decode_e8m0(row[nope + 2 * rope_dim + 8 * c / 64]);
+      uint32_t w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t word = i < 2 ? codes.x : codes.y;
+        const int shift = 16 * (i % 2);
+        w[i] = bf16x2_pack(decode_e4m3(uint8_t(word >> shift)) * scale, decode_e4m3(uint8_t(word >> (shift + 8))) * scale);
+      }
+      return {w[0], w[1], w[2], w[3]};
+    }
+    default: {  // f32
+      const float4* v = reinterpret_cast<const float4*>(row + 32 * c);
+      const float4 a = v[0], b = v[1];
+      return {bf16x2_pack(a.x, a.y), bf16x2_pack(a.z, a.w), bf16x2_pack(b.x, b.y), bf16x2_pack(b.z, b.w)};
+    }
+  }
+}
+
+// Block (row, group of 64 heads, split): the split's tiles of the row's key list. Per tile:
+// S for 16 heads × 32 keys per warp, the softmax by 4 threads per head (each head's running max
+// and sum stay in those threads' registers), then O for all heads × 64 dims per warp. Key rows
+// travel by cp.async into the stage a round ahead of their use (a round: a tile, or half a tile
+// of f32 rows); the loads that find them (the CSA pick, the block table) run two and one rounds
+// ahead. Heads past the model's and dims past d are zeros in the tiles and never written.
+// Split: the unnormalized O and (max, sum) of each head go to `partial` for the combine; else
+// the normalized output, with the sink, goes to out.
+template <bool Split>
+__global__ void __launch_bounds__(kTcThreads, 1)
+    mma_attention_kernel(const float* q, AttentionKeys keys, const float* sinks, StepView at, int64_t begin,
+                         AttentionParams p, int64_t splits, float* partial, float* out) {
+  extern __shared__ __align__(16) uint8_t shared_bytes[];
+  TcShared& sh = *reinterpret_cast<TcShared*>(shared_bytes);
+  const int64_t groups = (p.heads + kGroupHeads - 1) / kGroupHeads;
+  const int64_t local = blockIdx.x / groups, r = begin + local, h0 = (blockIdx.x % groups) * kGroupHeads;
+  const int heads_here = int(p.heads - h0 < kGroupHeads ? p.heads - h0 : kGroupHeads);
+  const int d = int(p.d), warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  if (at.slot[r] < 0) {
+    if (!Split)
+      for (int i = threadIdx.x; i < heads_here * d; i += kTcThreads) out[(r * p.heads + h0) * d + i] = 0;
+    return;
+  }
+  const KeyList list(keys, at, r, p.window, p.ratio);
+  const int64_t per_split = (Split ? split_tiles(list.total()) : tiles_of(list.total())) * kTileKeys;
+  const int64_t first_key = int64_t(blockIdx.y) * per_split;
+  if (first_key >= list.total()) return;  // past the row's splits
+  const int64_t end = first_key + per_split < list.total() ? first_key + per_split : list.total();
+
+  const int row_bytes = int(keys.step_bytes);
+  const int round_keys = row_bytes * kTileKeys <= kStageBytes ? kTileKeys : kTileKeys / 2;
+  const int rounds_per_tile = kTileKeys / round_keys;
+  const int64_t rounds = tiles_of(end - first_key) * rounds_per_tile;
+  const int dim_chunks = (d + 63) / 64 * 8;  // whole 64-dim slices: one per warp in P·K
+  const int mtiles = (heads_here + 15) / 16;
+  const uint32_t q_tile = shared_address(sh.q), key_tile = shared_address(sh.keys);
+  const uint32_t prob_tile = shared_address(sh.probs), stage = shared_address(sh.stage);
+
+  // Lane j < round_keys/8 of warp w finds key w + 8j of each round.
+  const bool finder = lane < round_keys / 8;
+  auto key_index = [&](int64_t round) { return first_key + round * round_keys + warp + 8 * lane; };
+  auto issue = [&](const uint8_t* src) {  // src: this lane's key of the round (null: none)
+    for (int j = 0; j < round_keys / 8; ++j) {
+      const auto row =
+          reinterpret_cast<const uint8_t*>(__shfl_sync(0xFFFFFFFFu, reinterpret_cast<unsigned long long>(src), j));
+      const int kk = warp + 8 * j;
+      if (row)
+        for (int w = lane; w < row_bytes / 8; w += 32) cp_async_8(stage + kk * row_bytes + 8 * w, row + 8 * w);
+    }
+    if (finder) sh.stage_valid[warp + 8 * lane] = src != nullptr;
+    cp_async_commit();
+  };
+  // The sources of the next round (located, block loaded) and of the one after (located).
+  int32_t next_at = -1, next_block = -1, after_at = -1;
+  {
+    const uint8_t* src = nullptr;
+    if (finder) {
+      const int32_t at0 = list.locate(key_index(0), end);
+      next_at = list.locate(key_index(1), end);
+      after_at = list.locate(key_index(2), end);
+      next_block = list.block(key_index(1), next_at);
+      src = list.address(key_index(0), at0, list.block(key_index(0), at0));
+    }
+    issue(src);
+  }
+
+  // q rows of the group as bf16, while the first round travels
+  for (int i0 = warp; i0 < kGroupHeads; i0 += 4 * kTcWarps) {
+    float4 x[4][2][2];
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int64_t head = h0 + i0 + a * kTcWarps;
+        const int c = lane + 32 * b;
+        const bool ok = head < p.heads && 8 * c < d;
+        const float4* src = reinterpret_cast<const float4*>(q + (r * p.heads + head) * d + 8 * c);
+        x[a][b][0] = ok ? __ldg(src) : make_float4(0, 0, 0, 0);
+        x[a][b][1] = ok ? __ldg(src + 1) : make_float4(0, 0, 0, 0);
+      }
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int c = lane + 32 * b;
+        if (c >= dim_chunks) continue;
+        const float4 u = x[a][b][0], v = x[a][b][1];
+        *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sh.q) + swizzled_chunk<kTileRowBytes>(i0 + a * kTcWarps, c)) =
+            make_uint4(bf16x2_pack(u.x, u.y), bf16x2_pack(u.z, u.w), bf16x2_pack(v.x, v.y), bf16x2_pack(v.z, v.w));
+      }
+  }
+
+  const float score_scale = p.scale * kLog2e;
+  float acc[kMTiles][8][4] = {};           // O: heads of m-tile i × dims 64·warp + 8j ..
+  float run_max = -INFINITY, run_sum = 0;  // of head threadIdx.x / 4 (softmax threads)
+  const int soft_head = threadIdx.x / 4, soft_part = threadIdx.x % 4;
+  bool tile_has_keys = false;  // among the keys this thread decoded into the tile
+  for (int64_t u = 0; u < rounds; ++u) {
+    cp_async_wait_all();
+    __syncthreads();  // every thread's copies have landed; the previous tile is done with the keys
+    const int key0 = int(u % rounds_per_tile) * round_keys;
+    for (int kk = warp; kk < round_keys; kk += kTcWarps) {
+      const bool ok = sh.stage_valid[kk];
+      const uint8_t* row = sh.stage + kk * row_bytes;
+      for (int c = lane; c < dim_chunks; c += 32)
+        *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sh.keys) + swizzled_chunk<kTileRowBytes>(key0 + kk, c)) =
+            ok && 8 * c < d ? bf16_chunk(row, c, p.format, d, int(p.rope_dim)) : make_uint4(0, 0, 0, 0);
+      if (lane == 0) sh.tile_valid[key0 + kk] = ok;
+      tile_has_keys |= ok;
+    }
+    // the stage is free, the keys are in the tile; a tile of empty picks only (the tail of an
+    // early CSA row's list) would change nothing: skip it
+    const bool tile_done = (u + 1) % rounds_per_tile == 0;
+    bool any_key = true;
+    if (tile_done) any_key = __syncthreads_or(tile_has_keys);
+    else __syncthreads();
+    if (u + 1 < rounds) issue(finder ? list.address(key_index(u + 1), next_at, next_block) : nullptr);
+    if (finder) {
+      next_block = list.block(key_index(u + 2), after_at);
+      next_at = after_at;
+      after_at = list.locate(key_index(u + 3), end);
+    }
+    if (!tile_done) continue;
+    tile_has_keys = false;
+    if (!any_key) continue;
+
+    // S = Q·Kᵀ: warp w takes m-tile w % 4 and keys 32·(w / 4) .. +32
+    if (const int mt = warp % kMTiles, half = warp / kMTiles; mt < mtiles) {
+      float s[4][4] = {};
+      const int a_row = 16 * mt + (lane & 15), a_chunk = lane >> 4;
+      const int b_key = 32 * half + (lane & 7) + 8 * (lane >> 4), b_chunk = (lane >> 3) & 1;
+#pragma unroll 2
+      for (int ks = 0; ks < (d + 15) / 16; ++ks) {
+        uint32_t a[4], b0[4], b1[4];
+        ldmatrix_x4(a, q_tile + swizzled_chunk<kTileRowBytes>(a_row, 2 * ks + a_chunk));
+        ldmatrix_x4(b0, key_tile + swizzled_chunk<kTileRowBytes>(b_key, 2 * ks + b_chunk));
+        ldmatrix_x4(b1, key_tile + swizzled_chunk<kTileRowBytes>(b_key + 16, 2 * ks + b_chunk));
+        mma_bf16(s[0], a, b0[0], b0[1]);
+        mma_bf16(s[1], a, b0[2], b0[3]);
+        mma_bf16(s[2], a, b1[0], b1[1]);
+        mma_bf16(s[3], a, b1[2], b1[3]);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int col = 32 * half + 8 * j + 2 * t;
+        *reinterpret_cast<float2*>(&sh.scores[16 * mt + g][col]) = make_float2(s[j][0] * score_scale, s[j][1] * score_scale);
+        *reinterpret_cast<float2*>(&sh.scores[16 * mt + g + 8][col]) =
+            make_float2(s[j][2] * score_scale, s[j][3] * score_scale);
+      }
+    }
+    __syncthreads();
+
+    // online softmax: 4 threads per head, 16 keys each (a warp's 8 heads are all in or all out)
+    if (soft_head < 16 * mtiles) {
+      float z[16];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float4 v = *reinterpret_cast<const float4*>(&sh.scores[soft_head][16 * soft_part + 4 * i]);
+        z[4 * i] = v.x, z[4 * i + 1] = v.y, z[4 * i + 2] = v.z, z[4 * i + 3] = v.w;
+      }
+      float top = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        if (!sh.tile_valid[16 * soft_part + i]) z[i] = -INFINITY;
+        top = fmaxf(top, z[i]);
+      }
+      top = fmaxf(top, __shfl_xor_sync(0xFFFFFFFFu, top, 1));
+      top = fmaxf(top, __shfl_xor_sync(0xFFFFFFFFu, top, 2));
+      const float new_max = fmaxf(run_max, top);
+      const float rescale = new_max == run_max ? 1.0f : exp2f(run_max - new_max);
+      uint32_t packed[8];
+      float sum = 0;  // of the bf16 probabilities that P·K uses
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float e0 = z[2 * i] == -INFINITY ? 0.0f : exp2f(z[2 * i] - new_max);
+        const float e1 = z[2 * i + 1] == -INFINITY ? 0.0f : exp2f(z[2 * i + 1] - new_max);
+        packed[i] = bf16x2_pack(e0, e1);
+        sum += __uint_as_float(packed[i] << 16) + __uint_as_float(packed[i] & 0xFFFF0000u);
+      }
+      sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
+      sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
+      run_sum = run_sum * rescale + sum;
+      run_max = new_max;
+      uint4* dst = reinterpret_cast<uint4*>(&sh.probs[soft_head][16 * soft_part]);
+      dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+      dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+      if (soft_part == 0) sh.factor[soft_head] = rescale;
+    }
+    __syncthreads();
+
+    // O = O·rescale + P·K: warp w takes dims 64·w .. +64 of every head
+    if (64 * warp < d) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        if (mt >= mtiles) continue;
+        const float lo = sh.factor[16 * mt + g], hi = sh.factor[16 * mt + g + 8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[mt][j][0] *= lo, acc[mt][j][1] *= lo, acc[mt][j][2] *= hi, acc[mt][j][3] *= hi;
+      }
+#pragma unroll
+      for (int ks = 0; ks < kTileKeys / 16; ++ks) {
+        uint32_t b[4][4];
+        const int key = 16 * ks + (lane & 7) + 8 * ((lane >> 3) & 1);
+#pragma unroll
+        for (int pair = 0; pair < 4; ++pair)
+          ldmatrix_x4_trans(b[pair], key_tile + swizzled_chunk<kTileRowBytes>(key, 8 * warp + 2 * pair + (lane >> 4)));
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          if (mt >= mtiles) continue;
+          uint32_t a[4];
+          ldmatrix_x4(a, prob_tile + uint32_t((16 * mt + (lane & 15)) * 2 * kProbStride + 2 * (16 * ks + 8 * (lane >> 4))));
+#pragma unroll
+          for (int pair = 0; pair < 4; ++pair) {
+            mma_bf16(acc[mt][2 * pair], a, b[pair][0], b[pair][1]);
+            mma_bf16(acc[mt][2 * pair + 1], a, b[pair][2], b[pair][3]);
+          }
+        }
+      }
+    }
+  }
+
+  __syncthreads();  // every warp is done with the last tile's factors
+  if (soft_part == 0 && soft_head < heads_here) {
+    const int64_t head = h0 + soft_head;
+    if (Split) {
+      float* stats = partial + ((local * p.heads + head) * splits + blockIdx.y) * (d + 2) + d;
+      stats[0] = run_max;
+      stats[1] = run_sum;
+    } else {
+      const float sink = sinks[head] * kLog2e, top = fmaxf(run_max, sink);
+      const float keep = exp2f(run_max - top);
+      sh.factor[soft_head] = keep / (run_sum * keep + exp2f(sink - top));
+    }
+  }
+  __syncthreads();
+  if (64 * warp >= d) return;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int h = 16 * mt + g + 8 * half;
+      if (h >= heads_here) continue;
+      const float f = Split ? 1.0f : sh.factor[h];
+      float* dst =
+          Split ? partial + ((local * p.heads + h0 + h) * splits + blockIdx.y) * (d + 2) : out + (r * p.heads + h0 + h) * d;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int col = 64 * warp + 8 * j + 2 * t;
+        if (col < d)
+          *reinterpret_cast<float2*>(dst + col) = make_float2(acc[mt][j][2 * half] * f, acc[mt][j][2 * half + 1] * f);
+      }
+    }
+}
+
+// Row (begin + blockIdx.x / heads), head (blockIdx.x % heads): the row's splits in order, with
+// the sink in the denominator.
+constexpr int kCombineThreads = 128;
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_splits_kernel(const float* partial, AttentionKeys keys, const float* sinks, StepView at, int64_t begin,
+                          AttentionParams p, int64_t splits, float* out) {
+  const int64_t local = blockIdx.x / p.heads, h = blockIdx.x % p.heads, r = begin + local, d = p.d;
+  float* o = out + (r * p.heads + h) * d;
+  if (at.slot[r] < 0) {
+    for (int64_t i = threadIdx.x; i < d; i += kCombineThreads) o[i] = 0;
+    return;
+  }
+  const int64_t used = split_count(KeyList(keys, at, r, p.window, p.ratio).total());
+  const float* part = partial + (local * p.heads + h) * splits * (d + 2);  // split s: O [d], max, sum
+  const float sink = sinks[h] * kLog2e;
+  float top = sink;
+  for (int64_t s = 0; s < used; ++s) top = fmaxf(top, part[s * (d + 2) + d]);
+  float weight[kMaxSplits];
+  float denom = exp2f(sink - top);
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; ++s) {
+    weight[s] = s < used ? exp2f(part[s * (d + 2) + d] - top) : 0.0f;
+    if (s < used) denom += part[s * (d + 2) + d + 1] * weight[s];
+  }
+  for (int64_t i = threadIdx.x; i < d; i += kCombineThreads) {
+    float v = 0;
+#pragma unroll
+    for (int s = 0; s < kMaxSplits; ++s)
+      if (s < used) v += part[s * (d + 2) + i] * weight[s];
+    o[i] = v / denom;
+  }
+}
+
+int64_t max_keys(const AttentionParams& p, const AttentionKeys& keys) {
+  return p.window + (keys.has_compressed ? keys.max_entries : 0);
+}
+
 }  // namespace
 
-void paged_attention(const float* q, const uint8_t* step_kv, int64_t step_bytes, PagedView window, PagedView compressed,
-                     bool has_compressed, const int32_t* selected, int64_t k, const float* sinks, int64_t n, StepView at,
-                     AttentionParams p, float* out, cudaStream_t stream) {
-  if (p.d > kMaxPerLane * 32) runtime_error("cuda attention: head_dim ", p.d, " is above ", kMaxPerLane * 32);
-  if (n * p.heads == 0) return;
-  paged_attention_kernel<<<unsigned(n * p.heads), kWarps * 32, 0, stream>>>(q, step_kv, step_bytes, window, compressed,
-                                                                             has_compressed, selected, k, sinks, at, p, out);
+bool attention_tensor_cores_fit(const AttentionParams& p, int64_t row_bytes) {
+  return p.d > 0 && p.d <= kMaxDim && p.d % 8 == 0 && p.rope_dim % 8 == 0 && p.rope_dim <= p.d && row_bytes % 8 == 0 &&
+         p.format != RowFormat::fp4_indexer;
+}
+
+int64_t attention_split_floats(int64_t rows, const AttentionParams& p, const AttentionKeys& keys) {
+  return rows * p.heads * split_count(max_keys(p, keys)) * (p.d + 2);
+}
+
+void paged_attention(const float* q, const AttentionKeys& keys, const float* sinks, StepView at, int64_t begin,
+                     int64_t count, AttentionParams p, AttentionKernel kernel, float* scratch, float* out,
+                     cudaStream_t stream) {
+  if (count * p.heads == 0) return;
+  if (kernel == AttentionKernel::exact) {
+    if (p.d > kMaxDim) runtime_error("cuda attention: head_dim ", p.d, " is above ", kMaxDim);
+    exact_attention_kernel<<<unsigned(count * p.heads), kWarps * 32, 0, stream>>>(q, keys, sinks, at, begin, p, out);
+    TETRA_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  if (!attention_tensor_cores_fit(p, keys.step_bytes))
+    runtime_error("cuda attention: head_dim ", p.d, ", rope_dim ", p.rope_dim, ", rows of ", keys.step_bytes,
+                  " bytes do not fit the tensor-core kernel");
+  const bool split = kernel == AttentionKernel::tensor_cores_split;
+  const int64_t groups = (p.heads + kGroupHeads - 1) / kGroupHeads;
+  const int64_t splits = split ? split_count(max_keys(p, keys)) : 1;
+  const auto launch = [&](auto* fn) {
+    TETRA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(TcShared))));
+    fn<<<dim3(unsigned(count * groups), unsigned(splits)), kTcThreads, sizeof(TcShared), stream>>>(q, keys, sinks, at, begin,
+                                                                                                   p, splits, scratch, out);
+    TETRA_CUDA_CHECK(cudaGetLastError());
+  };
+  if (!split) {
+    launch(mma_attention_kernel<false>);
+    return;
+  }
+  launch(mma_attention_kernel<true>);
+  combine_splits_kernel<<<unsigned(count * p.heads), kCombineThreads, 0, stream>>>(scratch, keys, sinks, at, begin, p,
+                                                                                   splits, out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -33,6 +33,9 @@ using cuda::WeightRef;
 // (docs/cuda.md).
 constexpr int64_t kTensorCoreMinRows = 65;
 constexpr int64_t kGroupedExpertsMinTokens = 64;
+// Attention (bf16 numerics): a row of a run of 64+ rows walks its whole key list in one block
+// (the run fills the GPU); shorter runs (decode) split each row's keys over blocks and combine.
+constexpr int64_t kWholeKeyListMinRows = 64;
 
 void expect(bool ok, const char* op, const char* what) {
   if (!ok) runtime_error("cuda backend ", op, ": ", what);
@@ -327,7 +330,8 @@ class CudaBackend final : public Backend {
     return out;
   }
   Tensor attention(const Tensor& q, const Tensor& step_kv, const PagedRows& window, const PagedRows* compressed,
-                   const Tensor* selected, const Tensor& sinks, const StepRows& at, const AttentionShape& s) override {
+                   const Tensor* selected, const Tensor& sinks, const StepRows& at, const AttentionShape& s,
+                   RowRuns runs) override {
     const int64_t step_bytes = step_kv.row_numel() * elem_bytes(step_kv.type());
     expect(step_bytes == window.row_bytes, "attention", "step rows differ from the cache's");
     Tensor out = make({q.rows(), q.row_numel()}, ElemType::f32);
@@ -335,10 +339,31 @@ class CudaBackend final : public Backend {
                               : s.kv == KvCacheDtype::bf16 ? cuda::RowFormat::bf16
                                                            : cuda::RowFormat::fp8_kv;
     const cuda::AttentionParams p{f, q.row_numel() / s.head_dim, s.head_dim, s.rope_dim, s.window, s.ratio, float(s.scale)};
-    cuda::paged_attention(q.data<float>(), step_kv.data<uint8_t>(), step_bytes, view(window),
-                          compressed ? view(*compressed) : cuda::PagedView{}, compressed != nullptr,
-                          selected ? selected->data<int32_t>() : nullptr, selected ? selected->dim(1) : 0,
-                          sinks.data<float>(), q.rows(), view(at), p, out.data<float>(), stream());
+    const int64_t k = selected ? selected->dim(1) : 0;
+    const cuda::AttentionKeys keys{step_kv.data<uint8_t>(),
+                                   step_bytes,
+                                   view(window),
+                                   compressed ? view(*compressed) : cuda::PagedView{},
+                                   compressed != nullptr,
+                                   selected ? selected->data<int32_t>() : nullptr,
+                                   k,
+                                   selected ? k : compressed ? compressed->capacity : 0};
+    auto run = [&](const RowRange& rows, cuda::AttentionKernel kernel, float* scratch) {
+      cuda::paged_attention(q.data<float>(), keys, sinks.data<float>(), view(at), rows.begin, rows.count, p, kernel, scratch,
+                            out.data<float>(), stream());
+    };
+    if (!numerics_.bf16_linear_inputs || !cuda::attention_tensor_cores_fit(p, step_bytes)) {
+      run({0, q.rows()}, cuda::AttentionKernel::exact, nullptr);
+      return out;
+    }
+    for (const RowRange& rows : kernel_ranges(runs, q.rows(), kWholeKeyListMinRows)) {
+      if (rows.large) {
+        run(rows, cuda::AttentionKernel::tensor_cores, nullptr);
+      } else {
+        Tensor scratch = make({cuda::attention_split_floats(rows.count, p, keys)}, ElemType::f32);
+        run(rows, cuda::AttentionKernel::tensor_cores_split, scratch.data<float>());
+      }
+    }
     return out;
   }
   Tensor indexer_topk(const Tensor& q, const Tensor& weights, const PagedRows& keys, IndexerCacheDtype t, const StepRows& at,

@@ -6,9 +6,16 @@
 
 namespace tetra::cuda {
 
-__device__ __forceinline__ uint8_t* paged_row(const PagedView& p, int32_t slot, int64_t row) {
-  const int32_t block = p.tables[int64_t(slot) * p.width + p.offset + row / p.rows_per_block];
+// The pool block holding a sequence's row, and the row's address in that block: two steps, so
+// that kernels can issue the table load well before they need the row.
+__device__ __forceinline__ int32_t paged_block(const PagedView& p, int32_t slot, int64_t row) {
+  return p.tables[int64_t(slot) * p.width + p.offset + row / p.rows_per_block];
+}
+__device__ __forceinline__ uint8_t* paged_address(const PagedView& p, int32_t block, int64_t row) {
   return p.pool + int64_t(block) * p.block_bytes + (row % p.rows_per_block) * p.row_bytes;
+}
+__device__ __forceinline__ uint8_t* paged_row(const PagedView& p, int32_t slot, int64_t row) {
+  return paged_address(p, paged_block(p, slot, row), row);
 }
 
 // Element i of a stored row of d values (fp8_kv: the last rope_dim as bf16).

@@ -34,11 +34,39 @@ struct AttentionParams {
   int64_t heads, d, rope_dim, window, ratio;
   float scale;
 };
-// step_kv: this step's stored rows [n, step_bytes]; selected [n, k] (null: every finished entry;
-// has_compressed false: no entries). d <= 512.
-void paged_attention(const float* q, const uint8_t* step_kv, int64_t step_bytes, PagedView window, PagedView compressed,
-                     bool has_compressed, const int32_t* selected, int64_t k, const float* sinks, int64_t n, StepView at,
-                     AttentionParams p, float* out, cudaStream_t stream);
+
+// Where a row's keys are (Backend::attention): this step's stored rows [n, step_bytes], the
+// window ring, then the compressed entries: selected [n, k] (CSA picks, -1 none), or with
+// selected null every finished entry; has_compressed false: none. max_entries bounds the
+// entries any row sees (k, or the compressed rows a sequence can hold): it sizes grids only.
+struct AttentionKeys {
+  const uint8_t* step_kv;
+  int64_t step_bytes;
+  PagedView window, compressed;
+  bool has_compressed;
+  const int32_t* selected;
+  int64_t k, max_entries;
+};
+
+enum class AttentionKernel {
+  exact,         // f32 on the CUDA cores: a block per (row, head), every product in f32
+  tensor_cores,  // a block per (row, group of 64 heads) over all the row's keys (long runs: prefill)
+  // the same over splits of the key list (whole 64-key tiles, at most 16 splits, sized by the
+  // row's key count alone), then a combine in split order (short runs: decode)
+  tensor_cores_split,
+};
+
+// Whether the tensor-core kernels take this shape (else the exact kernel serves it):
+// d <= 512 and rope_dim multiples of 8, rows of whole 8-byte words.
+bool attention_tensor_cores_fit(const AttentionParams& p, int64_t row_bytes);
+// Scratch floats of the split kernel for `rows` rows.
+int64_t attention_split_floats(int64_t rows, const AttentionParams& p, const AttentionKeys& keys);
+// Rows [begin, begin + count) of q [n, heads·d] into out [n, heads·d]. The tensor-core kernels
+// round q, the keys and the probabilities to bf16 (f32 accumulation, f32 softmax); the exact one
+// needs d <= 512. scratch: attention_split_floats(count) floats for tensor_cores_split, else null.
+void paged_attention(const float* q, const AttentionKeys& keys, const float* sinks, StepView at, int64_t begin,
+                     int64_t count, AttentionParams p, AttentionKernel kernel, float* scratch, float* out,
+                     cudaStream_t stream);
 
 // The indexer's scores: for row r (position t) and each of its (t+1)/ratio visible keys c,
 // scratch[r·capacity + c] = sum over heads h of relu(q[r,h,:] · key c) · weights[r,h] · weight_scale

@@ -1,0 +1,42 @@
+#pragma once
+// Tiles in shared memory for the tensor cores: asynchronous copies from global memory
+// (cp.async, no registers held while the bytes travel) and mma.m16n8k16 fragments loaded from
+// bf16 tiles (ldmatrix). Tiles of RowBytes-byte rows keep each 16-byte chunk at its index XOR the
+// row's low 3 bits, so that the 8 rows one ldmatrix reads (same chunk, 8 consecutive rows) and
+// the 8 consecutive chunks of one row each fall on all 32 banks once.
+#include <cstdint>
+
+namespace tetra::cuda {
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+template <int RowBytes>
+__device__ __forceinline__ uint32_t swizzled_chunk(int row, int chunk) {
+  static_assert(RowBytes % 128 == 0, "rows of whole 128-byte lines");
+  return uint32_t(row) * RowBytes + (uint32_t(chunk ^ (row & 7)) << 4);
+}
+
+// 8 bytes from global to shared memory (both 8-byte aligned), in flight until cp_async_wait_all.
+__device__ __forceinline__ void cp_async_8(uint32_t shared, const void* global) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(shared), "l"(global) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// This thread's copies have landed (other threads' need a barrier after their own wait).
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// Four 8x8 bf16 matrices; lane i gives the row address of matrix i/8, row i%8, and receives in
+// r[j] the elements (i/4, 2(i%4) .. +1) of matrix j (of its transpose with _trans).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+}  // namespace tetra::cuda
