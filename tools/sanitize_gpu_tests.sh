@@ -2,11 +2,11 @@
 # Runs compute-sanitizer's memcheck and racecheck over every test of the GPU test binaries, one
 # process per (tool, test) and JOBS of them at once (the tools are slow: racecheck alone takes
 # minutes over the whole op test), plus memcheck over `tetra logits --device cuda`. Each job's
-# output goes to DIR/<tool>.<binary>.<test>.log; prints one line per job that found something
-# and exits non-zero if any did.
-# Usage: tools/sanitize_gpu_tests.sh BUILD_DIR LOG_DIR [JOBS]
+# output goes to DIR/<tool>.<binary>.<test>.log; prints one line per job that found something or
+# did not finish inside JOB_SECONDS, and exits non-zero if any did.
+# Usage: tools/sanitize_gpu_tests.sh BUILD_DIR LOG_DIR [JOBS] [JOB_SECONDS]
 set -uo pipefail
-build=$1 dir=$2 jobs=${3:-8}
+build=$1 dir=$2 jobs=${3:-8} job_seconds=${4:-480}
 mkdir -p "$dir"
 binaries="cuda_dequantize_test cuda_ops_test cuda_graph_test cuda_forward_test"
 
@@ -23,13 +23,18 @@ list_jobs() {
 
 run_job() {
   local tool=$1 binary=$2 test=$3 log="$dir/$1.$2.$3.log"
-  compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/$binary" --gtest_filter="$test" >"$log" 2>&1
+  timeout "$job_seconds" compute-sanitizer --tool "$tool" --error-exitcode 9 "$build/tests/$binary" \
+    --gtest_filter="$test" >"$log" 2>&1
   local rc=$?
-  [ "$rc" -eq 0 ] || echo "$tool $binary $test: exit $rc ($(grep -m1 -E 'SUMMARY|Invalid|hazard|FAILED' "$log"))"
+  if [ "$rc" -eq 124 ]; then
+    echo "$tool $binary $test: did not finish in ${job_seconds}s"
+  elif [ "$rc" -ne 0 ]; then
+    echo "$tool $binary $test: exit $rc ($(grep -m1 -E 'SUMMARY|Invalid|hazard|FAILED' "$log"))"
+  fi
   return "$rc"
 }
 export -f run_job
-export build dir
+export build dir job_seconds
 
 d=tests/data/golden/dense
 failed=0
