@@ -855,6 +855,17 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
   }
 }
 
+// The paged view of `pool` (a stored row per pool row) through block tables of two slots × `width` blocks.
+PagedRows table_rows(Backend& b, Tensor pool, const std::vector<int32_t>& tables, int64_t width, int64_t rows_per_block,
+                     int64_t capacity) {
+  PagedRows p;
+  p.row_bytes = int64_t(pool.numel() * elem_bytes(pool.type())) / pool.rows();
+  p.pool = std::move(pool);
+  p.tables = b.upload_i32(tables, {2, width});
+  p.width = width, p.rows_per_block = rows_per_block, p.block_bytes = rows_per_block * p.row_bytes, p.capacity = capacity;
+  return p;
+}
+
 // ---- the indexer's top-k at long rows: dyadic keys, queries and weights make every score exact
 // in float and double alike, so the test knows each score. Rows of 0 .. 70000 visible keys,
 // k above and below the key count, two sequences with different block tables, many exact ties
@@ -892,12 +903,7 @@ TEST_F(CudaOps, IndexerTopkLongRows) {
       at[size_t(4 * n + r)] = int32_t(r);                                // first row
     }
     auto paged = [&](Backend& b, Tensor pool) {
-      PagedRows p;
-      p.row_bytes = int64_t(pool.numel() * elem_bytes(pool.type())) / pool.rows();
-      p.pool = std::move(pool);
-      p.tables = b.upload_i32(tables, {2, blocks});
-      p.width = blocks, p.rows_per_block = rows_per_block, p.block_bytes = rows_per_block * p.row_bytes, p.capacity = capacity;
-      return p;
+      return table_rows(b, std::move(pool), tables, blocks, rows_per_block, capacity);
     };
     // the scores as both backends see them: decoded keys and round-tripped queries
     Backend& cpu = *be->cpu;
@@ -962,12 +968,7 @@ struct V4IndexerKeys {
     return int64_t(tables[size_t(slot * kBlocks + c / kRowsPerBlock)]) * kRowsPerBlock + c % kRowsPerBlock;
   }
   PagedRows rows(Backend& b, Tensor pool) const {
-    PagedRows p;
-    p.row_bytes = int64_t(pool.numel() * elem_bytes(pool.type())) / pool.rows();
-    p.pool = std::move(pool);
-    p.tables = b.upload_i32(tables, {2, kBlocks});
-    p.width = kBlocks, p.rows_per_block = kRowsPerBlock, p.block_bytes = kRowsPerBlock * p.row_bytes, p.capacity = kCapacity;
-    return p;
+    return table_rows(b, std::move(pool), tables, kBlocks, kRowsPerBlock, kCapacity);
   }
   // Rows (slot, position) of one step, each its own sequence's only row; the i32 layout of StepRows.
   static std::vector<int32_t> step(const std::vector<std::pair<int32_t, int32_t>>& rows) {
