@@ -104,8 +104,14 @@ void PagedCache::reserve_pool(int64_t blocks) {
 
 void PagedCache::grow_pool(int64_t extra) {
   const int64_t bytes = layout_.block_bytes();
-  const Tensor fresh = be_.zeros({extra, bytes}, ElemType::u8);
-  pool_ = pool_.empty() ? fresh : be_.concat_rows({pool_, fresh}, {bytes}, ElemType::u8);
+  if (int64_t(free_blocks_.size()) == pool_blocks_) {
+    // Nothing lives in the pool: let it go before taking the larger one, so that the two (and
+    // the copy) never need memory at once (a benchmark's next point, a server's first reserve).
+    pool_ = Tensor();
+    pool_ = be_.zeros({pool_blocks_ + extra, bytes}, ElemType::u8);
+  } else {
+    pool_ = be_.concat_rows({pool_, be_.zeros({extra, bytes}, ElemType::u8)}, {bytes}, ElemType::u8);
+  }
   for (int64_t b = pool_blocks_ + extra - 1; b >= pool_blocks_; --b) free_blocks_.push_back(int32_t(b));
   pool_blocks_ += extra;
   ++generation_;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backend/backend.h"
 #include "runtime/paged_cache.h"
 #include "support/tiny_checkpoint.h"
@@ -45,6 +47,37 @@ TEST(CacheBlocks, PagedCacheTakesTheAccountedBlocks) {
   cache.reserve(b, 0, 1);
   EXPECT_EQ(cache.blocks_in_use(), g.blocks_for(1000) + 1);
   cache.release_slot(a);
+  EXPECT_EQ(cache.blocks_in_use(), 1);
+}
+
+// Growing the pool keeps what live blocks hold; an idle pool is replaced by the larger one.
+TEST(CacheBlocks, PoolGrowsAroundLiveBlocksAndAnewWhenIdle) {
+  const ModelConfig c = testing::tiny_config();
+  const auto cpu = make_backend("cpu");
+  PagedCache cache(*cpu, PagedLayout(c, KvCacheDtype::fp8, IndexerCacheDtype::fp4, c.n_layers));
+  const int32_t a = cache.acquire_slot();
+  cache.reserve(a, 0, 1);
+  const PagedRows before = cache.rows(0);
+  const int32_t block = before.tables.data<int32_t>()[a * before.width + before.offset];
+  uint8_t* bytes = before.pool.data<uint8_t>() + int64_t(block) * before.block_bytes;
+  for (int64_t i = 0; i < before.block_bytes; ++i) bytes[i] = uint8_t(i * 7 + 1);
+  const uint64_t generation = cache.generation();
+
+  cache.reserve_pool(before.pool.rows() + 40);  // slot a lives: the pool grows by copying
+  const PagedRows grown = cache.rows(0);
+  EXPECT_EQ(grown.pool.rows(), before.pool.rows() + 40);
+  EXPECT_GT(cache.generation(), generation);
+  const uint8_t* kept = grown.pool.data<uint8_t>() + int64_t(block) * grown.block_bytes;
+  for (int64_t i = 0; i < grown.block_bytes; ++i) ASSERT_EQ(kept[i], uint8_t(i * 7 + 1)) << "byte " << i;
+
+  cache.release_slot(a);
+  cache.reserve_pool(grown.pool.rows() + 100);  // nothing lives: a fresh pool, nothing copied
+  const PagedRows fresh = cache.rows(0);
+  EXPECT_EQ(fresh.pool.rows(), grown.pool.rows() + 100);
+  const uint8_t* left = fresh.pool.data<uint8_t>() + int64_t(block) * fresh.block_bytes;
+  EXPECT_EQ(std::count(left, left + fresh.block_bytes, uint8_t(0)), fresh.block_bytes);
+  const int32_t b = cache.acquire_slot();
+  cache.reserve(b, 0, 1);
   EXPECT_EQ(cache.blocks_in_use(), 1);
 }
 
