@@ -6,7 +6,8 @@
 #      last position the model has), with the measured ceilings;
 #   2. the peer comparison at a layer count bf16 transformers fits on one GPU (4): tetra bench
 #      and tools/transformers_baseline.py, batch-1 decode at context P and a P-token prefill;
-#   3. the kernel benchmarks under bench/ (with --json where they offer it);
+#   3. the kernel benchmarks under bench/ (with --json where they offer it), and the small ops
+#      (mHC, RMSNorm, rope) through PyTorch/transformers (tools/torch_small_ops.py);
 # and writes docs/perf/h200-v4-flash.json (tools/perf_summary.py; a copy and every log and JSON
 # under $OUT) and a summary table last. Settings through the environment:
 #   TETRA_BENCH_LAYERS (20)  TETRA_BENCH_BATCHES ("1 32")  TETRA_BENCH_CONTEXTS ("4096 65536 1048575")
@@ -74,6 +75,9 @@ for b in build-gpu/bench/tetra_cuda_*; do
     step "$name" 300 "$b"
   fi
 done
+
+# the peer of tetra_cuda_small_ops_bench: transformers' own mHC / RMSNorm modules on the same shapes
+step "torch small ops" 300 python3 tools/torch_small_ops.py --json "$out/torch_small_ops.json"
 
 mkdir -p docs/perf
 step "summary" 60 python3 tools/perf_summary.py --tetra "$out/tetra.json" --tetra-peer "$out/tetra_peer.json" \
