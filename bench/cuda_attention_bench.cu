@@ -10,7 +10,7 @@
 // 8192³. Decode reports its bytes (keys read, q read, output written) over the copy bandwidth;
 // prefill its FLOPs (Q·Kᵀ and P·K over every row's keys) over the matrix rate. Times are medians
 // of event pairs, the L2 flushed before each call (the keys come from HBM, as in a real step).
-// Usage: tetra_cuda_attention_bench
+// Usage: tetra_cuda_attention_bench [--json FILE] (the decode points and attn_1m_bw_fraction)
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -18,9 +18,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cublas_handle.h"
@@ -129,9 +131,16 @@ struct Ceilings {
   double copy_gbs, matrix_tflops;
 };
 
+// One decode point's measurement (prefill points report FLOPs and are not kept).
+struct DecodePoint {
+  Layer layer;
+  int64_t sequences, context;
+  double us, bytes;
+};
+
 // `sequences` sequences of `context` tokens; the step: their last `rows` positions (decode: 1).
-void point(Layer layer, int64_t sequences, int64_t context, int64_t rows, const Ceilings& ceil, std::mt19937& rng,
-           const DeviceBuffer& flush, cudaStream_t s) {
+DecodePoint point(Layer layer, int64_t sequences, int64_t context, int64_t rows, const Ceilings& ceil, std::mt19937& rng,
+                  const DeviceBuffer& flush, cudaStream_t s) {
   const int64_t ratio = ratio_of(layer), entries = ratio ? context / ratio : 0, n = sequences * rows;
   const int64_t window_blocks = kWindow / kRowsPerBlock, entry_blocks = (entries + kRowsPerBlock - 1) / kRowsPerBlock;
   const int64_t block_bytes = kRowsPerBlock * kRowBytes;
@@ -205,8 +214,8 @@ void point(Layer layer, int64_t sequences, int64_t context, int64_t rows, const 
   const size_t first = size_t(check_begin * kHeads * kDim), floats = size_t(check_rows * kHeads * kDim);
   const double difference = relative_difference(download(out, first, floats), download(reference, first, floats));
   const double us = ms * 1e3;
+  const double bytes = double(keys) * kRowBytes + 2.0 * double(n * kHeads * kDim) * 4;  // keys, q read, output written
   if (decode) {
-    const double bytes = double(keys) * kRowBytes + 2.0 * double(n * kHeads * kDim) * 4;
     std::printf("%-7s %3lld x %-7lld %8.1f us  %8.1f us  %6.1fx  %7.2f MB  %5.1f%% of copy  diff %.1e\n", layer_name(layer),
                 (long long)sequences, (long long)context, us, exact_ms * 1e3, exact_ms / ms, bytes / 1e6,
                 100 * bytes / (ms * 1e-3) / (ceil.copy_gbs * 1e9), difference);
@@ -216,11 +225,46 @@ void point(Layer layer, int64_t sequences, int64_t context, int64_t rows, const 
                 layer_name(layer), (long long)n, us, flops / (ms * 1e9), 100 * flops / (ms * 1e9) / ceil.matrix_tflops,
                 difference);
   }
+  return {layer, sequences, context, us, bytes};
+}
+
+// The --json document: every decode point, and the headline issue 8 asks for: attention decode
+// of one sequence at 1M tokens, a CSA and an HCA layer together (what a V4 layer pair reads:
+// the window, the 512 picked entries, every HCA entry), over the copy bandwidth.
+void write_json(const std::string& path, const std::vector<DecodePoint>& points, const Ceilings& ceil) {
+  double bytes = 0, us = 0;
+  for (const DecodePoint& p : points)
+    if (p.sequences == 1 && p.context == (1 << 20) && p.layer != Layer::window) bytes += p.bytes, us += p.us;
+  FILE* out = std::fopen(path.c_str(), "w");
+  if (!out) tetra::runtime_error("cannot write ", path);
+  std::fprintf(out, "{\n \"copy_gbs\": %.1f,\n \"attn_1m_bw_fraction\": %.4f,\n", ceil.copy_gbs,
+               us > 0 ? bytes / (us * 1e-6) / (ceil.copy_gbs * 1e9) : 0.0);
+  std::fprintf(out,
+               " \"notes\": {\"attn_1m_bw_fraction\": \"tetra_cuda_attention_bench: one sequence at 1048576 tokens, a CSA "
+               "and an HCA layer (window + 512 picks, window + every entry; fp8 KV rows, q read and output written): "
+               "their bytes over their summed kernel times (split kernel + combine, L2 flushed) over the copy "
+               "bandwidth\"},\n \"decode\": [");
+  for (size_t i = 0; i < points.size(); ++i) {
+    const DecodePoint& p = points[i];
+    std::fprintf(out, "%s\n  {\"layer\": \"%s\", \"sequences\": %lld, \"context\": %lld, \"us\": %.2f, \"bytes\": %.0f}",
+                 i ? "," : "", layer_name(p.layer), (long long)p.sequences, (long long)p.context, p.us, p.bytes);
+  }
+  std::fprintf(out, "\n ]\n}\n");
+  std::fclose(out);
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+      json_path = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--json FILE]\n", argv[0]);
+      return 2;
+    }
+  }
   const CudaStream stream;
   const cudaStream_t s = stream.get();
   Ceilings ceil{};
@@ -253,10 +297,13 @@ int main() {
   const DeviceBuffer flush(size_t(256) << 20);  // beyond the L2
   std::mt19937 rng(5);
   std::printf("decode  seqs x context  tensor cores  exact f32  speed-up  bytes      of copy bandwidth\n");
+  std::vector<DecodePoint> decode;
   for (Layer layer : {Layer::window, Layer::csa, Layer::hca})
     for (int64_t sequences : {1, 32})
-      for (int64_t context : {4096, 65536, 1 << 20}) point(layer, sequences, context, 1, ceil, rng, flush, s);
+      for (int64_t context : {4096, 65536, 1 << 20})
+        decode.push_back(point(layer, sequences, context, 1, ceil, rng, flush, s));
   std::printf("\nprefill (one sequence, positions 0 .. 8191)\n");
   for (Layer layer : {Layer::window, Layer::csa, Layer::hca}) point(layer, 1, 8192, 8192, ceil, rng, flush, s);
+  if (!json_path.empty()) write_json(json_path, decode, ceil);
   return 0;
 }
