@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
@@ -31,6 +30,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/paged.h"
+#include "json_option.h"
 
 namespace {
 using namespace tetra::cuda;
@@ -256,15 +256,7 @@ void write_json(const std::string& path, const std::vector<DecodePoint>& points,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
-      json_path = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: %s [--json FILE]\n", argv[0]);
-      return 2;
-    }
-  }
+  const std::string json_path = json_option(argc, argv);
   const CudaStream stream;
   const cudaStream_t s = stream.get();
   Ceilings ceil{};

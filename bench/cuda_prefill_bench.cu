@@ -18,7 +18,6 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -33,6 +32,7 @@
 #include "backend/cuda/linear.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_grouped.h"
+#include "json_option.h"
 
 namespace {
 using tetra::DType;
@@ -173,15 +173,7 @@ struct LinearShape {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
-      json_path = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: %s [--json FILE]\n", argv[0]);
-      return 2;
-    }
-  }
+  const std::string json_path = json_option(argc, argv);
   // Transient operands come from the stream-ordered pool, kept as the backend keeps it.
   cudaMemPool_t pool = nullptr;
   TETRA_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
