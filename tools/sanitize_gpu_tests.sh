@@ -9,7 +9,8 @@ set -uo pipefail
 build=$1 dir=$2 jobs=${3:-8} job_seconds=${4:-480}
 mkdir -p "$dir"
 # TETRA_SANITIZE_BINARIES: a subset, to split the work over calls of a limited length
-binaries=${TETRA_SANITIZE_BINARIES:-cuda_dequantize_test cuda_ops_test cuda_graph_test cuda_forward_test}
+# The whole-model tests go first: they are the longest jobs.
+binaries=${TETRA_SANITIZE_BINARIES:-cuda_forward_test cuda_ops_test cuda_graph_test cuda_dequantize_test}
 # racecheck reports hazards inside cuBLAS's own GEMM kernels (nvjet_*, the 65+-row path; 48 in
 # CudaOps.LinearQuantizedLargeShapes on 2026-11-30): vendor code, not checked here. Every tetra
 # kernel still is. The filter is used only where this compute-sanitizer accepts it.
@@ -32,7 +33,7 @@ list_jobs() {
 }
 
 run_job() {
-  local tool=$1 binary=$2 test=$3 log="$dir/$1.$2.$3.log" filter=()
+  local tool=$1 binary=$2 test=$3 log="$dir/$1.$2.${3//\//_}.log" filter=()
   [ "$tool" = racecheck ] && read -ra filter <<<"$RACE_FILTER"
   timeout "$job_seconds" compute-sanitizer --tool "$tool" "${filter[@]}" --error-exitcode 9 "$build/tests/$binary" \
     --gtest_filter="$test" >"$log" 2>&1
@@ -41,6 +42,7 @@ run_job() {
     echo "$tool $binary $test: did not finish in ${job_seconds}s"
   elif [ "$rc" -ne 0 ]; then
     echo "$tool $binary $test: exit $rc ($(grep -m1 -E 'SUMMARY|Invalid|hazard|FAILED' "$log"))"
+    grep -m8 -A4 -E '^========= (Invalid|Error|Race)|Failure$' "$log" | head -40 | sed 's/^/    /'
   fi
   return "$rc"
 }
@@ -51,11 +53,13 @@ export RACE_FILTER="${race_filter[*]}"
 d=tests/data/golden/dense
 failed=0
 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/src/tetra" logits --model $d --tokens-file $d/tokens.json \
-  --prefill 9 --out "$dir/logits.f32" --device cuda >"$dir/memcheck.logits.log" 2>&1 || {
+  --prefill 9 --out "$dir/logits.f32" --device cuda >"$dir/memcheck.logits.log" 2>&1 &
+cli_job=$!
+list_jobs | xargs -P "$jobs" -L 1 bash -c 'run_job "$@"' _ || failed=1
+wait "$cli_job" || {
   echo "memcheck tetra logits: failed"
   failed=1
 }
-list_jobs | xargs -P "$jobs" -L 1 bash -c 'run_job "$@"' _ || failed=1
 echo "$(list_jobs | wc -l) sanitizer jobs + tetra logits; summaries:"
 cat "$dir"/*.log | grep -E "(ERROR|RACECHECK) SUMMARY" | sort | uniq -c
 exit "$failed"

@@ -55,43 +55,54 @@ Comparison compare(const std::vector<float>& got, const std::vector<float>& want
   return c;
 }
 
-const std::vector<std::string> kFixtures{"dense", "fp8_mxfp4", "nvfp4", "sigmoid"};
+// One test per fixture (and cache type), so compute-sanitizer can run them as parallel jobs.
+class CudaForwardFixture : public ::testing::TestWithParam<std::string> {};
 
-TEST(CudaForward, ExactNumericsMatchCpu) {
+TEST_P(CudaForwardFixture, ExactNumericsMatchCpu) {
   TETRA_REQUIRE_GPU();
+  const std::string name = GetParam();
   const CacheTypes f32_caches{KvCacheDtype::f32, IndexerCacheDtype::f32};
   const auto cpu = make_backend("cpu");
   const auto gpu = make_cuda_backend({.bf16_linear_inputs = false});
-  for (const std::string& name : kFixtures)
-    for (int64_t prefill : {1000, 1, 13}) {
-      const Comparison c = compare(testing::run_golden_batch(*gpu, kGolden + name, prefill, f32_caches),
-                                   testing::run_golden_batch(*cpu, kGolden + name, prefill, f32_caches), kGolden + name);
-      std::printf("f32 %-10s prefill %4lld: relative %.2e, argmax agreement %.4f\n", name.c_str(), (long long)prefill,
-                  c.relative, c.argmax_agreement);
-      EXPECT_LT(c.relative, 1e-3) << name << " prefill " << prefill;
-      EXPECT_EQ(c.argmax_agreement, 1.0) << name << " prefill " << prefill;
-    }
+  for (int64_t prefill : {1000, 1, 13}) {
+    const Comparison c = compare(testing::run_golden_batch(*gpu, kGolden + name, prefill, f32_caches),
+                                 testing::run_golden_batch(*cpu, kGolden + name, prefill, f32_caches), kGolden + name);
+    std::printf("f32 %-10s prefill %4lld: relative %.2e, argmax agreement %.4f\n", name.c_str(), (long long)prefill,
+                c.relative, c.argmax_agreement);
+    EXPECT_LT(c.relative, 1e-3) << name << " prefill " << prefill;
+    EXPECT_EQ(c.argmax_agreement, 1.0) << name << " prefill " << prefill;
+  }
 }
 
-TEST(CudaForward, TargetNumericsWithQuantizedCaches) {
-  TETRA_REQUIRE_GPU();
+void expect_target_numerics(const std::string& name, CacheTypes caches) {
   const auto cpu = make_backend("cpu");
   const auto gpu = make_cuda_backend();
-  for (CacheTypes caches : {CacheTypes{}, CacheTypes{KvCacheDtype::f32, IndexerCacheDtype::f32}})
-    for (const std::string& name : kFixtures)
-      for (int64_t prefill : {1000, 1}) {
-        const Comparison c = compare(testing::run_golden_batch(*gpu, kGolden + name, prefill, caches),
-                                     testing::run_golden_batch(*cpu, kGolden + name, prefill, caches), kGolden + name);
-        std::printf("bf16 %-10s caches %s prefill %4lld: relative %.3e, argmax agreement %.4f, perplexity %.4f vs cpu %.4f\n",
-                    name.c_str(), caches.kv == KvCacheDtype::fp8 ? "fp8/fp4" : "f32/f32", (long long)prefill, c.relative,
-                    c.argmax_agreement, c.perplexity, c.reference_perplexity);
-        // Random tiny models amplify bf16 roundings (DESIGN.md): bounds here catch broken ops,
-        // the trained demo model is where the 1% / 95% targets apply.
-        EXPECT_LT(c.relative, 0.25) << name;
-        EXPECT_GE(c.argmax_agreement, 0.8) << name;
-        EXPECT_LT(std::fabs(c.perplexity / c.reference_perplexity - 1), 0.1) << name;
-      }
+  for (int64_t prefill : {1000, 1}) {
+    const Comparison c = compare(testing::run_golden_batch(*gpu, kGolden + name, prefill, caches),
+                                 testing::run_golden_batch(*cpu, kGolden + name, prefill, caches), kGolden + name);
+    std::printf("bf16 %-10s caches %s prefill %4lld: relative %.3e, argmax agreement %.4f, perplexity %.4f vs cpu %.4f\n",
+                name.c_str(), caches.kv == KvCacheDtype::fp8 ? "fp8/fp4" : "f32/f32", (long long)prefill, c.relative,
+                c.argmax_agreement, c.perplexity, c.reference_perplexity);
+    // Random tiny models amplify bf16 roundings (DESIGN.md): bounds here catch broken ops,
+    // the trained demo model is where the 1% / 95% targets apply.
+    EXPECT_LT(c.relative, 0.25) << name;
+    EXPECT_GE(c.argmax_agreement, 0.8) << name;
+    EXPECT_LT(std::fabs(c.perplexity / c.reference_perplexity - 1), 0.1) << name;
+  }
 }
+
+TEST_P(CudaForwardFixture, TargetNumericsWithQuantizedCaches) {
+  TETRA_REQUIRE_GPU();
+  expect_target_numerics(GetParam(), CacheTypes{});
+}
+
+TEST_P(CudaForwardFixture, TargetNumericsWithF32Caches) {
+  TETRA_REQUIRE_GPU();
+  expect_target_numerics(GetParam(), CacheTypes{KvCacheDtype::f32, IndexerCacheDtype::f32});
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, CudaForwardFixture, ::testing::Values("dense", "fp8_mxfp4", "nvfp4", "sigmoid"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST(CudaForward, LogitsCliOnCuda) {
   TETRA_REQUIRE_GPU();
