@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs compute-sanitizer's memcheck and racecheck over every test of the GPU test binaries, one
-# process per (tool, test) and JOBS of them at once (the tools are slow: racecheck alone takes
+# process per (tool, test) and JOBS of them at once, spread over the GPUs (the tools are slow: racecheck alone takes
 # minutes over the whole op test), plus memcheck over `tetra logits --device cuda`. Each job's
 # output goes to DIR/<tool>.<binary>.<test>.log; prints one line per job that found something or
 # did not finish inside JOB_SECONDS (and the time of each clean one), and exits non-zero if any did.
@@ -24,7 +24,9 @@ fi
 # compressed entries at both rates (4, 8) and more of them than the indexer keeps (3).
 export TETRA_GOLDEN_MAX_TOKENS=24
 
-# One line per job: tool binary test
+# One line per job: gpu tool binary test, the jobs dealt over the machine's GPUs in turn
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || gpus=1
+[ "$gpus" -ge 1 ] || gpus=1
 list_jobs() {
   for b in $binaries; do
     "$build/tests/$b" --gtest_list_tests | awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}' |
@@ -32,13 +34,13 @@ list_jobs() {
         echo "memcheck $b $t"
         echo "racecheck $b $t"
       done
-  done
+  done | awk -v gpus="$gpus" '{print (NR - 1) % gpus, $0}'
 }
 
 run_job() {
-  local tool=$1 binary=$2 test=$3 log="$dir/$1.$2.${3//\//_}.log" filter=()
+  local gpu=$1 tool=$2 binary=$3 test=$4 log="$dir/$2.$3.${4//\//_}.log" filter=()
   [ "$tool" = racecheck ] && read -ra filter <<<"$RACE_FILTER"
-  timeout "$job_seconds" compute-sanitizer --tool "$tool" "${filter[@]}" --error-exitcode 9 "$build/tests/$binary" \
+  CUDA_VISIBLE_DEVICES=$gpu timeout "$job_seconds" compute-sanitizer --tool "$tool" "${filter[@]}" --error-exitcode 9 "$build/tests/$binary" \
     --gtest_filter="$test" >"$log" 2>&1
   local rc=$?
   # each job is its own bash, so SECONDS is the job's time
