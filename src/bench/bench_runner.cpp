@@ -150,13 +150,15 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
       log << "decode: batch " << batch << ", context " << ctx << "\n";
       recorded(d.error, log, [&] {
         // The sequences "have seen" ctx tokens: their cache blocks are taken (in one pool
-        // allocation, so that it need not grow by copying) and read as they are.
+        // allocation, so that it need not grow by copying) and read as they are. The blocks of
+        // the steps to come are taken too: a table growing mid-run re-records the step's graph
+        // (~10 ms), which two of three timed steps at 4k once did.
         model->reserve_cache(batch * model->cache_layout().blocks_for(ctx + o.steps + 1, c.n_layers));
         std::vector<SequenceState> states;
         std::vector<SequenceState*> active;
         for (int64_t s = 0; s < batch; ++s) {
           states.push_back(model->new_sequence());
-          model->resize(states.back(), ctx);
+          model->resize(states.back(), ctx, o.steps + 1);
         }
         for (auto& s : states) active.push_back(&s);
         for (int64_t step = 0; step <= o.steps; ++step) {

@@ -130,12 +130,12 @@ SequenceState Model::new_sequence() const { return SequenceState(cache_); }
 
 const PagedLayout& Model::cache_layout() const { return cache_->layout(); }
 
-void Model::resize(SequenceState& s, int64_t tokens) {
+void Model::resize(SequenceState& s, int64_t tokens, int64_t room) {
   if (s.cache() != cache_.get()) runtime_error("resize: the sequence does not belong to this model");
   const int32_t slot = s.slot();
   const auto& streams = cache_->layout().streams();
   for (size_t i = 0; i < streams.size(); ++i)
-    if (streams[i].layer < config_.n_layers) cache_->reserve(slot, int64_t(i), cache_->layout().rows(streams[i], tokens));
+    if (streams[i].layer < config_.n_layers) cache_->reserve(slot, int64_t(i), cache_->layout().rows(streams[i], tokens + room));
   cache_->zero_blocks(slot);
   s.length = tokens;
 }

@@ -30,9 +30,10 @@ class Model {
 
   SequenceState new_sequence() const;
   // Sizes `s` for `tokens` tokens without running them (long-context benchmarks): it takes the
-  // blocks of every main layer's state for that length, zeroed, and sets the length; a step
-  // then reads and writes exactly what it would at that length.
-  void resize(SequenceState& s, int64_t tokens);
+  // blocks of every main layer's state for that length plus `room` more tokens, zeroed, and sets
+  // the length; a step then reads and writes exactly what it would at that length, and the next
+  // `room` steps neither take blocks nor grow the block tables (which re-records decode graphs).
+  void resize(SequenceState& s, int64_t tokens, int64_t room = 0);
   const PagedLayout& cache_layout() const;
   // Takes the cache pool's memory for `blocks` blocks now (a GPU server sizes it at start-up).
   void reserve_cache(int64_t blocks) { cache_->reserve_pool(blocks); }

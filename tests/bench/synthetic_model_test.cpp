@@ -96,5 +96,22 @@ TEST(SyntheticState, ResizedSequencesHoldTheirContextsBlocksAndDecode) {
   }
 }
 
+TEST(SyntheticState, RoomForTheTimedStepsTakesNoBlocksLater) {
+  const ModelConfig c = tiny();
+  const SyntheticWeights s(c, SyntheticFormat::nvfp4, 5);
+  const auto be = make_backend("cpu");
+  Model model(c, s.weights(), *be, CacheTypes{});
+  constexpr int64_t kContext = 300, kRoom = 9;
+  SequenceState state = model.new_sequence();
+  model.resize(state, kContext, kRoom);
+  EXPECT_EQ(state.length, kContext);
+  const int64_t held = state.cache()->blocks_held(state.slot());
+  EXPECT_EQ(held, model.cache_layout().blocks_for(kContext + kRoom, c.n_layers));
+  const uint64_t generation = state.cache()->generation();
+  for (int step = 0; step < kRoom; ++step) model.step({&state}, {{int32_t(step + 2)}});
+  EXPECT_EQ(state.cache()->blocks_held(state.slot()), held);
+  EXPECT_EQ(state.cache()->generation(), generation) << "the block tables moved during the steps";
+}
+
 }  // namespace
 }  // namespace tetra::bench
