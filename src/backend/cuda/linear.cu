@@ -47,7 +47,7 @@ void generic_linear(const WeightRef& w, const float* x, int64_t n, int64_t group
 }
 
 // ---- tensor-core path: a block of `warps` warps splits the chunks of 32 rows (2 m-tiles) for
-// 8·NT tokens; grid (row tiles of a group, token passes, groups). Each warp keeps only two
+// tokens_per_tile<P>(NT) tokens; grid (row tiles of a group, token passes, groups). Each warp keeps only two
 // chunks in flight, so short matrices need many warps per row tile (up to 8). Measured on the
 // H200 at M = 1: ~2048 warps in the grid beat 4096 (wq_b). The split depends on the matrix
 // only, never on the tokens: a row's sum then runs in the same order whatever the batch, so a
@@ -89,8 +89,9 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
   const int64_t first = int64_t(blockIdx.z) * per_group, end = first + per_group;
   const int split = int(blockIdx.x % splits);
   const int64_t o0 = first + int64_t(blockIdx.x / splits) * 32;
-  const int64_t t0 = int64_t(blockIdx.y) * 8 * NT;
-  const int tokens = int(min(int64_t(8 * NT), n - t0));
+  constexpr int kTokens = tokens_per_tile<P>(NT);
+  const int64_t t0 = int64_t(blockIdx.y) * kTokens;
+  const int tokens = int(min(int64_t(kTokens), n - t0));
   const int s_begin = chunks * split / splits, span = chunks * (split + 1) / splits - s_begin;
   const int c_begin = s_begin + span * warp / warps, c_end = s_begin + span * (warp + 1) / warps;
   float* out = y + int64_t(split) * n * w.out;  // split > 0: the partial outputs after y's
@@ -103,16 +104,33 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
   split_k_sum<NT>(acc, red);
   if (warp != 0) return;
   const int g = lane / 4, t = lane % 4;
+  if constexpr (P == kPartColumns) {  // a token's output: its three part columns, added in order
+    __shared__ float columns[32][8 * NT + 1];
 #pragma unroll
-  for (int r = 0; r < kMmaTiles; ++r)
+    for (int r = 0; r < kMmaTiles; ++r)
 #pragma unroll
-    for (int j = 0; j < NT; ++j)
+      for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t o = o0 + 16 * r + g + 8 * (i / 2);
-        const int token = 8 * j + 2 * t + i % 2;
-        if (o < end && token < tokens) out[(t0 + token) * w.out + o] = acc[r][j][i];
-      }
+        for (int i = 0; i < 4; ++i) columns[16 * r + g + 8 * (i / 2)][8 * j + 2 * t + i % 2] = acc[r][j][i];
+    __syncwarp();
+    for (int e = lane; e < 32 * tokens; e += 32) {
+      const int row = e % 32, token = e / 32;
+      const int64_t o = o0 + row;
+      if (o < end)
+        out[(t0 + token) * w.out + o] = columns[row][3 * token] + columns[row][3 * token + 1] + columns[row][3 * token + 2];
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int64_t o = o0 + 16 * r + g + 8 * (i / 2);
+          const int token = 8 * j + 2 * t + i % 2;
+          if (o < end && token < tokens) out[(t0 + token) * w.out + o] = acc[r][j][i];
+        }
+  }
 }
 
 // y[i] = Σ_s partial[s·count + i] in split order (partial: `splits` outputs of `count` floats).
@@ -133,7 +151,7 @@ void launch_mma(const WeightRef& w, const float* x, int64_t n, int64_t groups, i
                 cudaStream_t stream) {
   const int64_t per_group = w.out / groups;
   const int chunks = mma_chunks(F, w.in);
-  const int64_t row_tiles = (per_group + 31) / 32, passes = (n + 8 * NT - 1) / (8 * NT);
+  const int64_t row_tiles = (per_group + 31) / 32, passes = (n + tokens_per_tile<P>(NT) - 1) / tokens_per_tile<P>(NT);
   const MmaSplit split = mma_split(w, groups, split_k);
   const int warps = split.warps;
   if (warps > max_split(NT)) runtime_error("cuda linear: split ", warps, " too large");
@@ -155,13 +173,14 @@ void launch_mma(const WeightRef& w, const float* x, int64_t n, int64_t groups, i
 template <WeightFormat F>
 void dispatch_tokens(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input, int split_k,
                      float* y, float* scratch, cudaStream_t stream) {
-  if (!round_input) {  // f32 activations: three bf16 parts each
-    if (n <= 8) launch_mma<F, 1, 3>(w, x, n, groups, split_k, y, scratch, stream);
-    else launch_mma<F, 8, 3>(w, x, n, groups, split_k, y, scratch, stream);
-  } else if (n <= 8) launch_mma<F, 1, 1>(w, x, n, groups, split_k, y, scratch, stream);
-  else if (n <= 16) launch_mma<F, 2, 1>(w, x, n, groups, split_k, y, scratch, stream);
-  else if (n <= 32) launch_mma<F, 4, 1>(w, x, n, groups, split_k, y, scratch, stream);
-  else launch_mma<F, 8, 1>(w, x, n, groups, split_k, y, scratch, stream);
+  if (!round_input) {  // f32 activations: three bf16 parts each, in columns of their own
+    if (n <= tokens_per_tile<kPartColumns>(1)) launch_mma<F, 1, kPartColumns>(w, x, n, groups, split_k, y, scratch, stream);
+    else if (n <= tokens_per_tile<kPartColumns>(3)) launch_mma<F, 3, kPartColumns>(w, x, n, groups, split_k, y, scratch, stream);
+    else launch_mma<F, 8, kPartColumns>(w, x, n, groups, split_k, y, scratch, stream);
+  } else if (n <= 8) launch_mma<F, 1, kRounded>(w, x, n, groups, split_k, y, scratch, stream);
+  else if (n <= 16) launch_mma<F, 2, kRounded>(w, x, n, groups, split_k, y, scratch, stream);
+  else if (n <= 32) launch_mma<F, 4, kRounded>(w, x, n, groups, split_k, y, scratch, stream);
+  else launch_mma<F, 8, kRounded>(w, x, n, groups, split_k, y, scratch, stream);
 }
 
 }  // namespace

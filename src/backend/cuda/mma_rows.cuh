@@ -33,6 +33,19 @@ struct MmaCodes {
 // Rows per warp and mma tiles: two m-tiles (32 rows, or 16 rows of two matrices when gated).
 constexpr int kMmaTiles = 2;
 
+// How f32 activations feed the bf16 mmas (the kernels' template argument P):
+// - kRounded: rounded to bf16, one mma per token tile;
+// - kThreeParts: split exactly into three bf16 parts, three mmas into the same accumulators;
+// - kPartColumns: the three parts of each token in three columns of the tile (column v holds part
+//   v % 3 of token v / 3), one mma; the caller adds each token's three columns in order. f32-exact
+//   like kThreeParts at a third of the mmas when a tile has few tokens (the head at decode).
+enum InputParts : int { kRounded = 1, kThreeParts = 3, kPartColumns = -3 };
+// Tokens in a tile of NT mma columns groups.
+template <int P>
+__host__ __device__ constexpr int tokens_per_tile(int nt) {
+  return P == kPartColumns ? 8 * nt / 3 : 8 * nt;
+}
+
 __device__ __forceinline__ uint4 load_streaming(const uint8_t* p) {
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
@@ -132,13 +145,23 @@ __device__ __forceinline__ void chunk_mma(const uint4 (&raw)[kMmaTiles][2], cons
 #pragma unroll
       for (int h = 0; h < C::group_steps; ++h) {
         const int4 at = pair_positions<F>(h);
-        uint32_t lo[P], hi[P];
-        activation_pairs<P>(xv[at.x], xv[at.y], lo);
-        activation_pairs<P>(xv[at.z], xv[at.w], hi);
+        constexpr int kMmas = P == kThreeParts ? 3 : 1;
+        uint32_t lo[kMmas], hi[kMmas];
+        if constexpr (P == kPartColumns) {
+          uint32_t lo3[3], hi3[3];
+          activation_pairs<3>(xv[at.x], xv[at.y], lo3);
+          activation_pairs<3>(xv[at.z], xv[at.w], hi3);
+          const int part = (8 * j + (threadIdx.x & 31) / 4) % 3;  // of this lane's column
+          lo[0] = part == 0 ? lo3[0] : part == 1 ? lo3[1] : lo3[2];
+          hi[0] = part == 0 ? hi3[0] : part == 1 ? hi3[1] : hi3[2];
+        } else {
+          activation_pairs<kMmas>(xv[at.x], xv[at.y], lo);
+          activation_pairs<kMmas>(xv[at.z], xv[at.w], hi);
+        }
 #pragma unroll
         for (int r = 0; r < kMmaTiles; ++r)
 #pragma unroll
-          for (int part = 0; part < P; ++part) mma_bf16(acc[r][j], a[r][h], lo[part], hi[part]);
+          for (int part = 0; part < kMmas; ++part) mma_bf16(acc[r][j], a[r][h], lo[part], hi[part]);
       }
     }
   }
@@ -152,7 +175,7 @@ __device__ __forceinline__ float output_scale(const WeightRef& w) {
   else return 1.0f;
 }
 
-// acc[r][j] = rows of m-tile r · tokens of tile j over chunks [c_begin, c_end), with every
+// acc[r][j] = rows of m-tile r · token columns of tile j over chunks [c_begin, c_end), with every
 // scale applied. Gated: m-tile 0 reads rows o0..o0+15 of wa, m-tile 1 the same rows of wb;
 // otherwise m-tile r reads rows o0+16r.. of wa. Rows at or past row_end are zeros. x: token 0's
 // activations (this matrix's input slice), x_stride floats between tokens, `tokens` present.
@@ -217,7 +240,10 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
       const float* xs[NT];
       const int64_t k = int64_t(c0 + u) * C::chunk + t * C::values;
 #pragma unroll
-      for (int j = 0; j < NT; ++j) xs[j] = 8 * j + g < tokens && k < in ? x + (8 * j + g) * x_stride + k : nullptr;
+      for (int j = 0; j < NT; ++j) {
+        const int token = P == kPartColumns ? (8 * j + g) / 3 : 8 * j + g;
+        xs[j] = token < tokens && k < in ? x + token * x_stride + k : nullptr;
+      }
       uint32_t factor[kMmaTiles][2][2], second[kMmaTiles][2];
       bool large = false;
 #pragma unroll

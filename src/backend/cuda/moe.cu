@@ -201,8 +201,8 @@ template <WeightFormat F>
 void experts_mma_parts(bool round_input, const float* x, int64_t pairs, int64_t dim, int64_t inter,
                        const int32_t* selected, int64_t k, const WeightRef* w1, const WeightRef* w2, const WeightRef* w3,
                        float limit, float* h, float* y, cudaStream_t stream) {
-  if (round_input) experts_mma<F, 1>(x, pairs, dim, inter, selected, k, w1, w2, w3, limit, h, y, stream);
-  else experts_mma<F, 3>(x, pairs, dim, inter, selected, k, w1, w2, w3, limit, h, y, stream);
+  if (round_input) experts_mma<F, kRounded>(x, pairs, dim, inter, selected, k, w1, w2, w3, limit, h, y, stream);
+  else experts_mma<F, kThreeParts>(x, pairs, dim, inter, selected, k, w1, w2, w3, limit, h, y, stream);
 }
 
 __global__ void combine_kernel(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim, float* out) {
