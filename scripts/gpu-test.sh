@@ -10,7 +10,8 @@
 # Dependencies the machine lacks come from .gpu_carry and .gpu_node when present
 # (tools/pack_gpu_deps.sh). TETRA_SKIP_BUILD=1 reuses build-gpu/ from an earlier call;
 # TETRA_GPU_PART=tests or =sanitize runs only the tests, or only the sanitizers
-# (to split the work over calls of a limited length).
+# (to split the work over calls of a limited length); TETRA_SANITIZER_JOBS, _JOB_SECONDS and
+# _SHARDS tune tools/sanitize_gpu_tests.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -71,7 +72,7 @@ if [ "$part" = tests ]; then
 elif command -v compute-sanitizer >/dev/null; then
   STEP_ECHO=1 step "compute-sanitizer: memcheck + racecheck, every GPU test" 590 \
     tools/sanitize_gpu_tests.sh build-gpu "${OUT:-/tmp}/sanitizer" "${TETRA_SANITIZER_JOBS:-12}" \
-    "${TETRA_SANITIZER_JOB_SECONDS:-540}"
+    "${TETRA_SANITIZER_JOB_SECONDS:-540}" "${TETRA_SANITIZER_SHARDS:-3}"
 else
   summary+=("$(printf '%-44s %s' "compute-sanitizer" "skipped: not installed")")
 fi

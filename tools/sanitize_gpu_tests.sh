@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Runs compute-sanitizer's memcheck and racecheck over every test of the GPU test binaries, one
-# process per (tool, test) and JOBS of them at once, spread over the GPUs (the tools are slow: racecheck alone takes
-# minutes over the whole op test), plus memcheck over `tetra logits --device cuda`. Each job's
-# output goes to DIR/<tool>.<binary>.<test>.log; prints one line per job that found something or
-# did not finish inside JOB_SECONDS (and the time of each clean one), and exits non-zero if any did.
-# Usage: tools/sanitize_gpu_tests.sh BUILD_DIR LOG_DIR [JOBS] [JOB_SECONDS]
+# Runs compute-sanitizer's memcheck and racecheck over every test of the GPU test binaries, JOBS
+# processes at once, spread over the GPUs, plus memcheck over `tetra logits --device cuda`. A job
+# is one (tool, binary, shard): SHARDS shards of each binary's tests (gtest sharding), or one job
+# per test when SHARDS is 0. Each process instruments every kernel it launches once, which is
+# slow for the whole-model tests (2026-11-30: 440 s per whole-model test as its own process,
+# 8 per GPU), so few processes that run several tests each may finish sooner than one per test.
+# Each job's output goes to DIR/<tool>.<binary>.<shard or test>.log; prints one line per job:
+# clean with its time, what it found, or that it did not finish inside JOB_SECONDS; exits non-zero
+# if any job found something or did not finish.
+# Usage: tools/sanitize_gpu_tests.sh BUILD_DIR LOG_DIR [JOBS] [JOB_SECONDS] [SHARDS]
 set -uo pipefail
-build=$1 dir=$2 jobs=${3:-8} job_seconds=${4:-480}
+build=$1 dir=$2 jobs=${3:-8} job_seconds=${4:-480} shards=${5:-3}
 mkdir -p "$dir"
 # TETRA_SANITIZE_BINARIES: a subset, to split the work over calls of a limited length
 # The whole-model tests go first: they are the longest jobs.
@@ -24,32 +28,46 @@ fi
 # compressed entries at both rates (4, 8) and more of them than the indexer keeps (3).
 export TETRA_GOLDEN_MAX_TOKENS=24
 
-# One line per job: gpu tool binary test, the jobs dealt over the machine's GPUs in turn
+# One line per job: gpu tool binary selector, the jobs dealt over the machine's GPUs in turn; the
+# selector is a test name, or shard/count
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || gpus=1
 [ "$gpus" -ge 1 ] || gpus=1
 list_jobs() {
   for b in $binaries; do
-    "$build/tests/$b" --gtest_list_tests | awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}' |
-      while read -r t; do
-        echo "memcheck $b $t"
-        echo "racecheck $b $t"
-      done
+    local tests count
+    tests=$("$build/tests/$b" --gtest_list_tests | awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}')
+    count=$(wc -l <<<"$tests")
+    if [ "$shards" -eq 0 ]; then
+      selectors=$tests
+    else
+      local n=$((shards < count ? shards : count))
+      selectors=$(for ((i = 0; i < n; ++i)); do echo "$i/$n"; done)
+    fi
+    for sel in $selectors; do
+      echo "memcheck $b $sel"
+      echo "racecheck $b $sel"
+    done
   done | awk -v gpus="$gpus" '{print (NR - 1) % gpus, $0}'
 }
 
 run_job() {
-  local gpu=$1 tool=$2 binary=$3 test=$4 log="$dir/$2.$3.${4//\//_}.log" filter=()
+  local gpu=$1 tool=$2 binary=$3 sel=$4 log="$dir/$2.$3.${4//\//_}.log" filter=() select=()
   [ "$tool" = racecheck ] && read -ra filter <<<"$RACE_FILTER"
-  CUDA_VISIBLE_DEVICES=$gpu timeout "$job_seconds" compute-sanitizer --tool "$tool" "${filter[@]}" --error-exitcode 9 "$build/tests/$binary" \
-    --gtest_filter="$test" >"$log" 2>&1
+  if [[ $sel =~ ^[0-9]+/[0-9]+$ ]]; then
+    select=(env GTEST_SHARD_INDEX="${sel%/*}" GTEST_TOTAL_SHARDS="${sel#*/}")
+  else
+    select=(env GTEST_FILTER="$sel")
+  fi
+  CUDA_VISIBLE_DEVICES=$gpu timeout "$job_seconds" "${select[@]}" compute-sanitizer --tool "$tool" "${filter[@]}" \
+    --error-exitcode 9 "$build/tests/$binary" >"$log" 2>&1
   local rc=$?
   # each job is its own bash, so SECONDS is the job's time
   if [ "$rc" -eq 0 ]; then
-    echo "$tool $binary $test: clean, ${SECONDS}s"
+    echo "$tool $binary $sel: clean, ${SECONDS}s ($(grep -c '^\[       OK \]' "$log") tests)"
   elif [ "$rc" -eq 124 ]; then
-    echo "$tool $binary $test: did not finish in ${job_seconds}s"
-  elif [ "$rc" -ne 0 ]; then
-    echo "$tool $binary $test: exit $rc ($(grep -m1 -E 'SUMMARY|Invalid|hazard|FAILED' "$log"))"
+    echo "$tool $binary $sel: did not finish in ${job_seconds}s ($(grep -c '^\[       OK \]' "$log") tests done)"
+  else
+    echo "$tool $binary $sel: exit $rc ($(grep -m1 -E 'SUMMARY|Invalid|hazard|FAILED' "$log"))"
     grep -m8 -A4 -E '^========= (Invalid|Error|Race)|Failure$' "$log" | head -40 | sed 's/^/    /'
   fi
   return "$rc"
