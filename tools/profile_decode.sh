@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # For the GPU machine: where a synthetic decode step spends its time, kernel by kernel.
 # Runs `tetra bench --synthetic` under Nsight Compute (each CUDA-graph node timed on its own,
-# clocks not locked) and prints the kernels by total time. The bench runs a warm-up step and
+# clocks not locked; caches flushed before each kernel, or left as the previous kernel left them
+# with NCU_CACHE_CONTROL=none, nearer a real step for kernels whose inputs the previous one wrote) and prints the kernels by total time. The bench runs a warm-up step and
 # STEPS timed ones, so per-step figures are totals / (STEPS + 1); its ceiling measurements
 # (copy, 8192³ GEMM) show up as their own kernels.
 # Usage: tools/profile_decode.sh [TETRA_BINARY] [bench arguments...]
@@ -11,7 +12,7 @@ shift || true
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(--synthetic v4-flash --layers 4 --batch 1 --context 4096 --steps 1)
 csv=$(mktemp)
-ncu --graph-profiling node --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+ncu --graph-profiling node --clock-control none --cache-control "${NCU_CACHE_CONTROL:-all}" --metrics gpu__time_duration.sum --csv --page raw \
   --print-units base "$tetra" bench "${args[@]}" >"$csv" 2>/dev/null || true
 python3 - "$csv" <<'PY'
 import csv, sys, collections
