@@ -3,8 +3,9 @@
 # Runs `tetra bench --synthetic` under Nsight Compute (each CUDA-graph node timed on its own,
 # clocks not locked; caches flushed before each kernel, or left as the previous kernel left them
 # with NCU_CACHE_CONTROL=none, nearer a real step for kernels whose inputs the previous one
-# wrote) and prints the kernels by total time. The bench runs a warm-up step and STEPS timed ones, so per-step figures are totals / (STEPS + 1); its ceiling measurements
-# (copy, 8192³ GEMM) show up as their own kernels.
+# wrote) and prints the kernels by total time. The bench runs a warm-up step and STEPS timed
+# ones, so per-step figures are totals / (STEPS + 1); its ceiling measurements (copy, 8192³
+# GEMM) show up as their own kernels.
 # Usage: tools/profile_decode.sh [TETRA_BINARY] [bench arguments...]
 set -euo pipefail
 tetra=${1:-build-gpu/src/tetra}
