@@ -47,12 +47,12 @@ void generic_linear(const WeightRef& w, const float* x, int64_t n, int64_t group
 }
 
 // ---- tensor-core path: a block of `warps` warps splits the chunks of 32 rows (2 m-tiles) for
-// tokens_per_tile<P>(NT) tokens; grid (row tiles of a group, token passes, groups). Each warp keeps
-// only two chunks in flight, so short matrices need many warps per row tile (up to 8). Measured on
-// the H200 at M = 1: ~2048 warps in the grid beat 4096 (wq_b). The split depends on the matrix
-// only, never on the tokens: a row's sum then runs in the same order whatever the batch, so a
-// sequence's output does not depend on what shares its steps (and graph buckets, padded, replay
-// what eager steps compute).
+// tokens_per_tile<P>(NT) tokens; grid (row tiles × splits × token passes of a group, 1, groups).
+// Each warp keeps only two chunks in flight, so short matrices need many warps per row tile (up to
+// 8). Measured on the H200 at M = 1: ~2048 warps in the grid beat 4096 (wq_b). The split depends on
+// the matrix only, never on the tokens: a row's sum then runs in the same order whatever the batch,
+// so a sequence's output does not depend on what shares its steps (and graph buckets, padded,
+// replay what eager steps compute).
 constexpr int max_split(int) { return 8; }
 constexpr int64_t kTargetWarps = 2048;
 constexpr size_t kReductionLimit = 48 * 1024;
@@ -87,15 +87,17 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
   extern __shared__ __align__(16) float red[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int64_t first = int64_t(blockIdx.z) * per_group, end = first + per_group;
-  const int split = int(blockIdx.x % splits);
-  const int64_t o0 = first + int64_t(blockIdx.x / splits) * 32;
+  // blockIdx.x: the pass fastest, then the split, then the row tile (see launch_mma)
   constexpr int kTokens = tokens_per_tile<P>(NT);
-  const int64_t t0 = int64_t(blockIdx.y) * kTokens;
+  const int64_t passes = (n + kTokens - 1) / kTokens, pass = blockIdx.x % passes, rest = blockIdx.x / passes;
+  const int split = int(rest % splits);
+  const int64_t o0 = first + rest / splits * 32;
+  const int64_t t0 = pass * kTokens;
   const int tokens = int(min(int64_t(kTokens), n - t0));
   const int s_begin = chunks * split / splits, span = chunks * (split + 1) / splits - s_begin;
   const int c_begin = s_begin + span * warp / warps, c_end = s_begin + span * (warp + 1) / warps;
   float* out = y + int64_t(split) * n * w.out;  // split > 0: the partial outputs after y's
-  if (blockIdx.y == 0) prefetch_rows<F>(w, o0, end, c_begin, c_end);  // launched early: weights first
+  if (pass == 0) prefetch_rows<F>(w, o0, end, c_begin, c_end);  // launched early: weights first
   wait_for_inputs();
   allow_next_kernel();
   float acc[kMmaTiles][NT][4];
@@ -159,9 +161,12 @@ void launch_mma(const WeightRef& w, const float* x, int64_t n, int64_t groups, i
   if (reduction_bytes(warps, NT) > kReductionLimit)
     TETRA_CUDA_CHECK(cudaFuncSetAttribute(linear_mma_kernel<F, NT, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(reduction_bytes(warps, NT))));
-  const unsigned grid_x = unsigned(row_tiles * split.blocks);
+  // The passes over the tokens of one row tile run side by side (adjacent block indices), so that
+  // all but the first find the tile's weights in L2: the f32 head at 64 rows read its 1 GB once
+  // per pass (4 passes of 21 tokens) when the pass was the slowest grid index.
+  const unsigned grid_x = unsigned(row_tiles * split.blocks * passes);
   float* out = split.blocks == 1 ? y : scratch;
-  launch_early(linear_mma_kernel<F, NT, P>, dim3(grid_x, unsigned(passes), unsigned(groups)), dim3(warps * 32),
+  launch_early(linear_mma_kernel<F, NT, P>, dim3(grid_x, 1, unsigned(groups)), dim3(warps * 32),
                reduction_bytes(warps, NT), stream, w, x, n, per_group, groups * w.in, chunks, split.blocks, out);
   if (split.blocks > 1) {
     const int64_t count = n * w.out;
