@@ -48,11 +48,11 @@ void generic_linear(const WeightRef& w, const float* x, int64_t n, int64_t group
 
 // ---- tensor-core path: a block of `warps` warps splits the chunks of 32 rows (2 m-tiles) for
 // tokens_per_tile<P>(NT) tokens; grid (row tiles × splits × token passes of a group, 1, groups).
-// Each warp keeps only two chunks in flight, so short matrices need many warps per row tile (up to
-// 8). Measured on the H200 at M = 1: ~2048 warps in the grid beat 4096 (wq_b). The split depends on
-// the matrix only, never on the tokens: a row's sum then runs in the same order whatever the batch,
-// so a sequence's output does not depend on what shares its steps (and graph buckets, padded,
-// replay what eager steps compute).
+// Each warp keeps only two chunks in flight (four at NT = 1), so short matrices need many warps per
+// row tile (up to 8). Measured on the H200 at M = 1: ~2048 warps in the grid beat 4096 (wq_b). The
+// split depends on the matrix only, never on the tokens: a row's sum then runs in the same order
+// whatever the batch, so a sequence's output does not depend on what shares its steps (and graph
+// buckets, padded, replay what eager steps compute).
 constexpr int max_split(int) { return 8; }
 constexpr int64_t kTargetWarps = 2048;
 constexpr size_t kReductionLimit = 48 * 1024;
