@@ -209,12 +209,10 @@ int main(int argc, char** argv) {
       for (size_t mi = 0; mi < std::size(ms_list); ++mi) {
         const int64_t m = ms_list[mi];
         DeviceBuffer x = random_floats(size_t(m * k_in), rng), y(size_t(m * l.out) * sizeof(float));
-        const int64_t scratch_floats = tetra::cuda::linear_scratch_floats(w.ref(f, l.out, l.in, 0), x.get<float>(), m, l.groups);
-        DeviceBuffer scratch(size_t(std::max<int64_t>(scratch_floats, 1)) * sizeof(float));
         auto run = [&](int split) {
           return 1e3f * time_ms(20, [&](int i) {
             tetra::cuda::linear(w.ref(f, l.out, l.in, i), x.get<float>(), m, l.groups, !l.f32_input, y.get<float>(),
-                                scratch.get<float>(), nullptr, split);
+                                nullptr, split);
           });
         };
         const double us = run(0);

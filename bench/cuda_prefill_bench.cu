@@ -266,11 +266,10 @@ int main(int argc, char** argv) {
     for (const Format* f : {&kFp8, &kNvfp4}) {
       const DeviceWeight w = make_weight(*f, sh.out, sh.in, 7, s);
       for (int64_t m : {16, 32, 64, 128, 256}) {
-        DeviceBuffer x(size_t(m * sh.in) * 4), y(size_t(m * sh.out) * 4),
-            scratch(size_t(std::max<int64_t>(tetra::cuda::linear_scratch_floats(w.ref, x.get<float>(), m, 1), 1)) * 4);
+        DeviceBuffer x(size_t(m * sh.in) * 4), y(size_t(m * sh.out) * 4);
         fill_floats(x.get(), size_t(m * sh.in), 8, 1.0f, s);
         const double decode_ms = median_ms(s, 10, [&] {
-          tetra::cuda::linear(w.ref, x.get<float>(), m, 1, true, y.get<float>(), scratch.get<float>(), s);
+          tetra::cuda::linear(w.ref, x.get<float>(), m, 1, true, y.get<float>(), s);
         });
         const double tc_ms = median_ms(s, 10, [&] { gemm.linear(w.ref, 1.0f, x.get<float>(), m, 1, true, y.get<float>()); });
         std::printf("%-22s %6lld %10s %14.1f %14.1f\n",
@@ -332,16 +331,11 @@ int main(int argc, char** argv) {
           scratch(n <= 256 ? size_t(n * k * (inter + dim)) * 4 : 0);
       fill_floats(x.get(), size_t(n * dim), 9, 1.0f, s);
       fill_floats(logits.get(), size_t(n * experts), 10, 2.0f, s);
-      int64_t scratch_floats = 1;
-      for (const auto& [w, in] : {std::pair{r1[size_t(experts)], x.get<float>()}, {r3[size_t(experts)], x.get<float>()},
-                                  {r2[size_t(experts)], h.get<float>()}})
-        scratch_floats = std::max(scratch_floats, tetra::cuda::linear_scratch_floats(w, in, n, 1));
-      DeviceBuffer linear_scratch(size_t(scratch_floats) * 4);
       auto shared_linear = [&](const WeightRef& w, const float* in, float* o) {
         if (n >= 65)
           gemm.linear(w, 1.0f, in, n, 1, true, o);
         else
-          tetra::cuda::linear(w, in, n, 1, true, o, linear_scratch.get<float>(), s);
+          tetra::cuda::linear(w, in, n, 1, true, o, s);
       };
       auto layer = [&](bool grouped_path) {
         tetra::cuda::route(logits.get<float>(), nullptr, nullptr, nullptr, n, route, weights.get<float>(),

@@ -1,8 +1,8 @@
 // Sparse attention with sinks over the paged state. V4 attention is multi-query: one key head
 // shared by every query head, and the value is the key. Two kernels:
 //   - exact (f32 numerics): a block per (row, head), every product and sum in f32;
-//   - tensor cores (bf16 numerics): a block per (row, 64 heads) walks the row's keys in tiles of
-//     64: each tile is copied once into shared memory (cp.async, a tile ahead), decoded once to
+//   - tensor cores (bf16 numerics): a block per (row, 64 heads; 16 for decode) walks the row's
+//     keys in tiles of 64: each tile is copied once into shared memory (cp.async, a tile ahead), decoded once to
 //     bf16 (exact for bf16 and fp8 rows), and serves every head through mma.sync: S = Q·Kᵀ with
 //     the heads as M, an f32 online softmax, O += P·K (the same tile read transposed). Rows of
 //     short runs (decode) split their keys over blocks by a rule of the key count alone, and a
@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 
 #include <cstddef>
+#include <type_traits>
 
 #include "backend/cuda/attention_keys.cuh"
 #include "backend/cuda/bf16_codes.cuh"
@@ -92,8 +93,12 @@ __global__ void __launch_bounds__(kWarps * 32)
 // ---- tensor cores
 
 constexpr int kTcWarps = 8, kTcThreads = 32 * kTcWarps;
-constexpr int kGroupHeads = 64;  // heads per block: the M dimension, 4 m-tiles
-constexpr int kMTiles = kGroupHeads / 16;
+// Heads per block, the M dimension (G/16 m-tiles): 64 where there are rows enough to fill the
+// GPU, so that every decoded key tile serves as many heads as possible; 16 for decode steps of
+// up to kFewRows rows, whose few tiles then spread over 4× the blocks, each with a quarter of
+// the q rows, mmas and output (64-head blocks took ~23 µs for one row's one or two tiles).
+constexpr int kPrefillHeads = 64, kDecodeHeads = 16;
+constexpr int64_t kFewRows = 8;
 constexpr int kTileKeys = 64;            // keys per tile: S and P are [64 heads, 64 keys]
 constexpr int kDimChunks = kMaxDim / 8;  // 16-byte chunks of a bf16 row
 constexpr int kTileRowBytes = 2 * kMaxDim;
@@ -103,17 +108,20 @@ constexpr int kProbStride = 72;         // bf16 per P row (144 bytes): ldmatrix 
 // A row of short runs splits its key list into at most kMaxSplits blocks of whole tiles.
 constexpr int64_t kMaxSplits = 16;
 
+template <int G>
 struct TcShared {
-  uint4 q[kGroupHeads * kDimChunks];  // bf16, swizzled rows (shared_tiles.cuh)
+  uint4 q[G * kDimChunks];  // bf16, swizzled rows (shared_tiles.cuh)
   uint4 keys[kTileKeys * kDimChunks];
-  float scores[kGroupHeads][kScoreStride];   // scaled by log2(e): the softmax runs in base 2
-  uint16_t probs[kGroupHeads][kProbStride];  // bf16
-  float factor[kGroupHeads];                 // per head: the tile's rescale of O, at the end its normalization
+  float scores[G][kScoreStride];   // scaled by log2(e): the softmax runs in base 2
+  uint16_t probs[G][kProbStride];  // bf16
+  float factor[G];                 // per head: the tile's rescale of O, at the end its normalization
   uint8_t stage_valid[kTileKeys], tile_valid[kTileKeys];
   uint8_t stage[kStageBytes];  // stored rows, row_bytes apart
 };
-static_assert(sizeof(TcShared) <= 227 * 1024, "above the opt-in shared memory of sm_90 and sm_100");
-static_assert(offsetof(TcShared, probs) % 16 == 0 && offsetof(TcShared, stage) % 16 == 0, "16-byte rows");
+static_assert(sizeof(TcShared<kPrefillHeads>) <= 227 * 1024, "above the opt-in shared memory of sm_90 and sm_100");
+static_assert(offsetof(TcShared<kPrefillHeads>, probs) % 16 == 0 && offsetof(TcShared<kPrefillHeads>, stage) % 16 == 0 &&
+                  offsetof(TcShared<kDecodeHeads>, probs) % 16 == 0 && offsetof(TcShared<kDecodeHeads>, stage) % 16 == 0,
+              "16-byte rows");
 
 __host__ __device__ int64_t tiles_of(int64_t keys) { return (keys + kTileKeys - 1) / kTileKeys; }
 // Tiles per split: the fewest that keep the splits at kMaxSplits; a rule of the key count alone,
@@ -156,23 +164,28 @@ __device__ __forceinline__ uint4 bf16_chunk(const uint8_t* row, int c, RowFormat
   }
 }
 
-// Block (row, group of 64 heads, split): the split's tiles of the row's key list. Per tile:
-// S for 16 heads × 32 keys per warp, the softmax by 4 threads per head (each head's running max
-// and sum stay in those threads' registers), then O for all heads × 64 dims per warp. Key rows
+// Block (row, group of G heads, split): the split's tiles of the row's key list. Per tile:
+// S for 16 heads × 32 keys per warp (16 keys per warp, 4 warps, when G is 16), the softmax by 4
+// threads per head (each head's running max and sum stay in those threads' registers), then O
+// for all heads × 64 dims per warp. Key rows
 // travel by cp.async into the stage a round ahead of their use (a round: a tile, or half a tile
 // of f32 rows); the loads that find them (the CSA pick, the block table) run two and one rounds
 // ahead. Heads past the model's and dims past d are zeros in the tiles and never written.
 // Split: the unnormalized O and (max, sum) of each head go to `partial` for the combine; else
 // the normalized output, with the sink, goes to out.
-template <bool Split>
+template <bool Split, int G>
 __global__ void __launch_bounds__(kTcThreads, 1)
     mma_attention_kernel(const float* q, AttentionKeys keys, const float* sinks, StepView at, int64_t begin,
                          AttentionParams p, int64_t splits, float* partial, float* out) {
+  constexpr int kMTiles = G / 16;
+  // S: warps × keys per warp covering m-tiles × the tile's keys, at least 16 keys a warp
+  constexpr int kScoreWarps = kTcWarps < kMTiles * kTileKeys / 16 ? kTcWarps : kMTiles * kTileKeys / 16;
+  constexpr int kScoreKeys = kTileKeys * kMTiles / kScoreWarps;
   extern __shared__ __align__(16) uint8_t shared_bytes[];
-  TcShared& sh = *reinterpret_cast<TcShared*>(shared_bytes);
-  const int64_t groups = (p.heads + kGroupHeads - 1) / kGroupHeads;
-  const int64_t local = blockIdx.x / groups, r = begin + local, h0 = (blockIdx.x % groups) * kGroupHeads;
-  const int heads_here = int(p.heads - h0 < kGroupHeads ? p.heads - h0 : kGroupHeads);
+  TcShared<G>& sh = *reinterpret_cast<TcShared<G>*>(shared_bytes);
+  const int64_t groups = (p.heads + G - 1) / G;
+  const int64_t local = blockIdx.x / groups, r = begin + local, h0 = (blockIdx.x % groups) * G;
+  const int heads_here = int(p.heads - h0 < G ? p.heads - h0 : G);
   const int d = int(p.d), warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   if (at.slot[r] < 0) {
     if (!Split)
@@ -223,7 +236,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   }
 
   // q rows of the group as bf16, while the first round travels
-  for (int i0 = warp; i0 < kGroupHeads; i0 += 4 * kTcWarps) {
+  for (int i0 = warp; i0 < G; i0 += 4 * kTcWarps) {
     float4 x[4][2][2];
 #pragma unroll
     for (int a = 0; a < 4; ++a)
@@ -231,7 +244,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       for (int b = 0; b < 2; ++b) {
         const int64_t head = h0 + i0 + a * kTcWarps;
         const int c = lane + 32 * b;
-        const bool ok = head < p.heads && 8 * c < d;
+        const bool ok = i0 + a * kTcWarps < G && head < p.heads && 8 * c < d;
         const float4* src = reinterpret_cast<const float4*>(q + (r * p.heads + head) * d + 8 * c);
         x[a][b][0] = ok ? __ldg(src) : make_float4(0, 0, 0, 0);
         x[a][b][1] = ok ? __ldg(src + 1) : make_float4(0, 0, 0, 0);
@@ -241,7 +254,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
         const int c = lane + 32 * b;
-        if (c >= dim_chunks) continue;
+        if (c >= dim_chunks || i0 + a * kTcWarps >= G) continue;
         const float4 u = x[a][b][0], v = x[a][b][1];
         *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sh.q) + swizzled_chunk<kTileRowBytes>(i0 + a * kTcWarps, c)) =
             make_uint4(bf16x2_pack(u.x, u.y), bf16x2_pack(u.z, u.w), bf16x2_pack(v.x, v.y), bf16x2_pack(v.z, v.w));
@@ -282,25 +295,28 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     tile_has_keys = false;
     if (!any_key) continue;
 
-    // S = Q·Kᵀ: warp w takes m-tile w % 4 and keys 32·(w / 4) .. +32
-    if (const int mt = warp % kMTiles, half = warp / kMTiles; mt < mtiles) {
-      float s[4][4] = {};
+    // S = Q·Kᵀ: warp w < kScoreWarps takes m-tile w % kMTiles and kScoreKeys keys from
+    // kScoreKeys·(w / kMTiles)
+    if (const int mt = warp % kMTiles, part = warp / kMTiles; warp < kScoreWarps && mt < mtiles) {
+      constexpr int kPairs = kScoreKeys / 16;  // of n-tiles: one ldmatrix of 16 keys each
+      float s[2 * kPairs][4] = {};
       const int a_row = 16 * mt + (lane & 15), a_chunk = lane >> 4;
-      const int b_key = 32 * half + (lane & 7) + 8 * (lane >> 4), b_chunk = (lane >> 3) & 1;
+      const int b_key = kScoreKeys * part + (lane & 7) + 8 * (lane >> 4), b_chunk = (lane >> 3) & 1;
 #pragma unroll 2
       for (int ks = 0; ks < (d + 15) / 16; ++ks) {
-        uint32_t a[4], b0[4], b1[4];
+        uint32_t a[4];
         ldmatrix_x4(a, q_tile + swizzled_chunk<kTileRowBytes>(a_row, 2 * ks + a_chunk));
-        ldmatrix_x4(b0, key_tile + swizzled_chunk<kTileRowBytes>(b_key, 2 * ks + b_chunk));
-        ldmatrix_x4(b1, key_tile + swizzled_chunk<kTileRowBytes>(b_key + 16, 2 * ks + b_chunk));
-        mma_bf16(s[0], a, b0[0], b0[1]);
-        mma_bf16(s[1], a, b0[2], b0[3]);
-        mma_bf16(s[2], a, b1[0], b1[1]);
-        mma_bf16(s[3], a, b1[2], b1[3]);
+#pragma unroll
+        for (int pair = 0; pair < kPairs; ++pair) {
+          uint32_t b[4];
+          ldmatrix_x4(b, key_tile + swizzled_chunk<kTileRowBytes>(b_key + 16 * pair, 2 * ks + b_chunk));
+          mma_bf16(s[2 * pair], a, b[0], b[1]);
+          mma_bf16(s[2 * pair + 1], a, b[2], b[3]);
+        }
       }
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int col = 32 * half + 8 * j + 2 * t;
+      for (int j = 0; j < 2 * kPairs; ++j) {
+        const int col = kScoreKeys * part + 8 * j + 2 * t;
         *reinterpret_cast<float2*>(&sh.scores[16 * mt + g][col]) = make_float2(s[j][0] * score_scale, s[j][1] * score_scale);
         *reinterpret_cast<float2*>(&sh.scores[16 * mt + g + 8][col]) =
             make_float2(s[j][2] * score_scale, s[j][3] * score_scale);
@@ -472,19 +488,23 @@ void paged_attention(const float* q, const AttentionKeys& keys, const float* sin
     runtime_error("cuda attention: head_dim ", p.d, ", rope_dim ", p.rope_dim, ", rows of ", keys.step_bytes,
                   " bytes do not fit the tensor-core kernel");
   const bool split = kernel == AttentionKernel::tensor_cores_split;
-  const int64_t groups = (p.heads + kGroupHeads - 1) / kGroupHeads;
   const int64_t splits = split ? split_count(max_keys(p, keys)) : 1;
-  const auto launch = [&](auto* fn) {
-    TETRA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(TcShared))));
-    fn<<<dim3(unsigned(count * groups), unsigned(splits)), kTcThreads, sizeof(TcShared), stream>>>(q, keys, sinks, at, begin,
-                                                                                                   p, splits, scratch, out);
+  const auto launch = [&](auto* fn, auto group_heads) {
+    constexpr int G = decltype(group_heads)::value;
+    const int64_t groups = (p.heads + G - 1) / G;
+    TETRA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(TcShared<G>))));
+    fn<<<dim3(unsigned(count * groups), unsigned(splits)), kTcThreads, sizeof(TcShared<G>), stream>>>(
+        q, keys, sinks, at, begin, p, splits, scratch, out);
     TETRA_CUDA_CHECK(cudaGetLastError());
   };
   if (!split) {
-    launch(mma_attention_kernel<false>);
+    launch(mma_attention_kernel<false, kPrefillHeads>, std::integral_constant<int, kPrefillHeads>{});
     return;
   }
-  launch(mma_attention_kernel<true>);
+  // Both head groupings give every score, probability and output the same sums in the same
+  // order (bit-identical), so the choice may follow the step's row count.
+  if (count <= kFewRows) launch(mma_attention_kernel<true, kDecodeHeads>, std::integral_constant<int, kDecodeHeads>{});
+  else launch(mma_attention_kernel<true, kPrefillHeads>, std::integral_constant<int, kPrefillHeads>{});
   combine_splits_kernel<<<unsigned(count * p.heads), kCombineThreads, 0, stream>>>(scratch, keys, sinks, at, begin, p,
                                                                                    splits, out);
   TETRA_CUDA_CHECK(cudaGetLastError());

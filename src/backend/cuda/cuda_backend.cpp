@@ -207,9 +207,7 @@ class CudaBackend final : public Backend {
       if (tensor_cores(r.large))
         gemm().linear(ref, alpha, xr, r.count, groups, round, yr);
       else {
-        const int64_t scratch_floats = cuda::linear_scratch_floats(ref, xr, r.count, groups);
-        const Tensor scratch = scratch_floats ? make({scratch_floats}, ElemType::f32) : Tensor();
-        cuda::linear(ref, xr, r.count, groups, round, yr, scratch_floats ? scratch.data<float>() : nullptr, stream());
+        cuda::linear(ref, xr, r.count, groups, round, yr, stream());
       }
     }
     return out;

@@ -38,14 +38,26 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
 #endif
 }
 
+// cluster_x > 1: consecutive blocks along x form clusters of that many (sharing their shared
+// memory, sm_90+; at most 8).
+template <typename... Params, typename... Args>
+void launch_early_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster_x, size_t shared_bytes,
+                            cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attributes[2]{};
+  attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[0].val.programmaticStreamSerializationAllowed = TETRA_CUDA_PDL;
+  attributes[1].id = cudaLaunchAttributeClusterDimension;
+  attributes[1].val.clusterDim.x = cluster_x;
+  attributes[1].val.clusterDim.y = 1;
+  attributes[1].val.clusterDim.z = 1;
+  const cudaLaunchConfig_t config{grid, block, shared_bytes, stream, attributes, cluster_x > 1 ? 2u : 1u};
+  TETRA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
 template <typename... Params, typename... Args>
 void launch_early(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
                   Args&&... args) {
-  cudaLaunchAttribute overlap{};
-  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap.val.programmaticStreamSerializationAllowed = TETRA_CUDA_PDL;
-  const cudaLaunchConfig_t config{grid, block, shared_bytes, stream, &overlap, 1};
-  TETRA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  launch_early_clustered(kernel, grid, block, 1, shared_bytes, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace tetra::cuda

@@ -1,5 +1,7 @@
 #include "backend/cuda/linear.h"
 
+#include <cooperative_groups.h>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/row_dot.cuh"
@@ -47,19 +49,21 @@ void generic_linear(const WeightRef& w, const float* x, int64_t n, int64_t group
 }
 
 // ---- tensor-core path: a block of `warps` warps splits the chunks of 32 rows (2 m-tiles) for
-// tokens_per_tile<P>(NT) tokens; grid (row tiles of a group, token passes, groups). Each warp keeps
-// only two chunks in flight, so short matrices need many warps per row tile (up to 8). Measured on
-// the H200 at M = 1: ~2048 warps in the grid beat 4096 (wq_b). The split depends on the matrix
-// only, never on the tokens: a row's sum then runs in the same order whatever the batch, so a
-// sequence's output does not depend on what shares its steps (and graph buckets, padded, replay
-// what eager steps compute).
+// tokens_per_tile<P>(NT) tokens; grid (row tiles × splits × token passes of a group, 1, groups).
+// Each warp keeps only two chunks in flight (four at NT = 1), so short matrices need many warps per
+// row tile (up to 8). Measured on the H200 at M = 1: ~2048 warps in the grid beat 4096 (wq_b). The
+// split depends on the matrix only, never on the tokens: a row's sum then runs in the same order
+// whatever the batch, so a sequence's output does not depend on what shares its steps (and graph
+// buckets, padded, replay what eager steps compute).
 constexpr int max_split(int) { return 8; }
 constexpr int64_t kTargetWarps = 2048;
 constexpr size_t kReductionLimit = 48 * 1024;
 // A matrix of few row tiles (the router, weights_proj, compressors) also splits each tile's
-// chunks over several blocks until about this many blocks run; their partial outputs are added
-// in split order by sum_splits_kernel.
+// chunks over several blocks until about this many blocks run, at most kMaxClusterBlocks per
+// tile: a tile's blocks form a thread block cluster, and the first adds the others' sums from
+// their shared memory in block order (before, a second kernel added partial outputs).
 constexpr int64_t kMinBlocks = 128;
+constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
 
 struct MmaSplit {
   int warps = 1;   // per block, sharing a row tile's chunks
@@ -76,7 +80,8 @@ MmaSplit mma_split(const WeightRef& w, int64_t groups, int split_k) {
     return s;
   }
   while (s.warps < 8 && 2 * s.warps <= chunks && tiles * s.warps < kTargetWarps) s.warps *= 2;
-  while (tiles * s.blocks * 2 <= kMinBlocks && chunks >= 4 * s.blocks * s.warps) s.blocks *= 2;
+  while (s.blocks < kMaxClusterBlocks && tiles * s.blocks * 2 <= kMinBlocks && chunks >= 4 * s.blocks * s.warps)
+    s.blocks *= 2;
   return s;
 }
 
@@ -87,22 +92,50 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
   extern __shared__ __align__(16) float red[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int64_t first = int64_t(blockIdx.z) * per_group, end = first + per_group;
-  const int split = int(blockIdx.x % splits);
-  const int64_t o0 = first + int64_t(blockIdx.x / splits) * 32;
+  // blockIdx.x: the split fastest (a cluster's blocks are consecutive), then the pass, then the
+  // row tile (see launch_mma)
   constexpr int kTokens = tokens_per_tile<P>(NT);
-  const int64_t t0 = int64_t(blockIdx.y) * kTokens;
+  const int split = int(blockIdx.x % splits);
+  const int64_t passes = (n + kTokens - 1) / kTokens, rest = blockIdx.x / splits, pass = rest % passes;
+  const int64_t o0 = first + rest / passes * 32;
+  const int64_t t0 = pass * kTokens;
   const int tokens = int(min(int64_t(kTokens), n - t0));
   const int s_begin = chunks * split / splits, span = chunks * (split + 1) / splits - s_begin;
   const int c_begin = s_begin + span * warp / warps, c_end = s_begin + span * (warp + 1) / warps;
-  float* out = y + int64_t(split) * n * w.out;  // split > 0: the partial outputs after y's
-  if (blockIdx.y == 0) prefetch_rows<F>(w, o0, end, c_begin, c_end);  // launched early: weights first
+  if (pass == 0) prefetch_rows<F>(w, o0, end, c_begin, c_end);  // launched early: weights first
   wait_for_inputs();
   allow_next_kernel();
   float acc[kMmaTiles][NT][4];
   warp_mma_rows<F, NT, P, false>(w, w, o0, end, x + t0 * x_stride + int64_t(blockIdx.z) * w.in, x_stride, tokens,
                                  c_begin, c_end, acc);
   split_k_sum<NT>(acc, red);
+  if (splits > 1) {  // the cluster of this row tile's blocks: block 0 adds the others' sums in order
+    __shared__ float cluster_sums[kMmaTiles * NT * 4 * 32];
+    namespace cg = cooperative_groups;
+    const cg::cluster_group cluster = cg::this_cluster();
+    if (warp == 0 && split > 0)
+#pragma unroll
+      for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) cluster_sums[((r * NT + j) * 4 + i) * 32 + lane] = acc[r][j][i];
+    cluster.sync();
+    if (warp == 0 && split == 0)
+      for (int s = 1; s < splits; ++s) {
+        const float* other = cluster.map_shared_rank(cluster_sums, s);
+#pragma unroll
+        for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[r][j][i] += other[((r * NT + j) * 4 + i) * 32 + lane];
+      }
+    cluster.sync();  // every block keeps its shared memory until block 0 has read it
+    if (split > 0) return;
+  }
   if (warp != 0) return;
+  float* out = y;
   const int g = lane / 4, t = lane % 4;
   if constexpr (P == kPartColumns) {  // a token's output: its three part columns, added in order
     __shared__ float columns[32][8 * NT + 1];
@@ -133,21 +166,10 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
   }
 }
 
-// y[i] = Σ_s partial[s·count + i] in split order (partial: `splits` outputs of `count` floats).
-__global__ void sum_splits_kernel(const float* partial, int splits, int64_t count, float* y) {
-  wait_for_inputs();
-  allow_next_kernel();
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= count) return;
-  float s = 0;
-  for (int k = 0; k < splits; ++k) s += partial[k * count + i];
-  y[i] = s;
-}
-
 size_t reduction_bytes(int warps, int nt) { return size_t(warps - 1) * kMmaTiles * nt * 4 * 32 * sizeof(float); }
 
 template <WeightFormat F, int NT, int P>
-void launch_mma(const WeightRef& w, const float* x, int64_t n, int64_t groups, int split_k, float* y, float* scratch,
+void launch_mma(const WeightRef& w, const float* x, int64_t n, int64_t groups, int split_k, float* y,
                 cudaStream_t stream) {
   const int64_t per_group = w.out / groups;
   const int chunks = mma_chunks(F, w.in);
@@ -159,59 +181,51 @@ void launch_mma(const WeightRef& w, const float* x, int64_t n, int64_t groups, i
   if (reduction_bytes(warps, NT) > kReductionLimit)
     TETRA_CUDA_CHECK(cudaFuncSetAttribute(linear_mma_kernel<F, NT, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(reduction_bytes(warps, NT))));
-  const unsigned grid_x = unsigned(row_tiles * split.blocks);
-  float* out = split.blocks == 1 ? y : scratch;
-  launch_early(linear_mma_kernel<F, NT, P>, dim3(grid_x, unsigned(passes), unsigned(groups)), dim3(warps * 32),
-               reduction_bytes(warps, NT), stream, w, x, n, per_group, groups * w.in, chunks, split.blocks, out);
-  if (split.blocks > 1) {
-    const int64_t count = n * w.out;
-    launch_early(sum_splits_kernel, dim3(unsigned((count + 255) / 256)), dim3(256), 0, stream, scratch, split.blocks,
-                 count, y);
-  }
+  // The passes over the tokens of one row tile run side by side (adjacent block indices), so that
+  // all but the first find the tile's weights in L2: the f32 head at 64 rows read its 1 GB once
+  // per pass (4 passes of 21 tokens) when the pass was the slowest grid index.
+  const unsigned grid_x = unsigned(row_tiles * split.blocks * passes);
+  launch_early_clustered(linear_mma_kernel<F, NT, P>, dim3(grid_x, 1, unsigned(groups)), dim3(warps * 32),
+                         unsigned(split.blocks), reduction_bytes(warps, NT), stream, w, x, n, per_group,
+                         groups * w.in, chunks, split.blocks, y);
 }
 
 template <WeightFormat F>
 void dispatch_tokens(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input, int split_k,
-                     float* y, float* scratch, cudaStream_t stream) {
+                     float* y, cudaStream_t stream) {
   if (!round_input) {  // f32 activations: three bf16 parts each, in columns of their own
-    if (n <= tokens_per_tile<kPartColumns>(1)) launch_mma<F, 1, kPartColumns>(w, x, n, groups, split_k, y, scratch, stream);
-    else if (n <= tokens_per_tile<kPartColumns>(3)) launch_mma<F, 3, kPartColumns>(w, x, n, groups, split_k, y, scratch, stream);
-    else launch_mma<F, 8, kPartColumns>(w, x, n, groups, split_k, y, scratch, stream);
-  } else if (n <= 8) launch_mma<F, 1, kRounded>(w, x, n, groups, split_k, y, scratch, stream);
-  else if (n <= 16) launch_mma<F, 2, kRounded>(w, x, n, groups, split_k, y, scratch, stream);
-  else if (n <= 32) launch_mma<F, 4, kRounded>(w, x, n, groups, split_k, y, scratch, stream);
-  else launch_mma<F, 8, kRounded>(w, x, n, groups, split_k, y, scratch, stream);
+    if (n <= tokens_per_tile<kPartColumns>(1)) launch_mma<F, 1, kPartColumns>(w, x, n, groups, split_k, y, stream);
+    else if (n <= tokens_per_tile<kPartColumns>(3)) launch_mma<F, 3, kPartColumns>(w, x, n, groups, split_k, y, stream);
+    else launch_mma<F, 8, kPartColumns>(w, x, n, groups, split_k, y, stream);
+  } else if (n <= 8) launch_mma<F, 1, kRounded>(w, x, n, groups, split_k, y, stream);
+  else if (n <= 16) launch_mma<F, 2, kRounded>(w, x, n, groups, split_k, y, stream);
+  else if (n <= 32) launch_mma<F, 4, kRounded>(w, x, n, groups, split_k, y, stream);
+  else launch_mma<F, 8, kRounded>(w, x, n, groups, split_k, y, stream);
 }
 
 }  // namespace
 
-int64_t linear_scratch_floats(const WeightRef& w, const float* x, int64_t n, int64_t groups) {
-  if (!mma_rows_supported(w, x, groups)) return 0;
-  const MmaSplit split = mma_split(w, groups, 0);
-  return split.blocks > 1 ? split.blocks * n * w.out : 0;
-}
-
 void linear(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input_to_bf16, float* y,
-            float* scratch, cudaStream_t stream, int split_k) {
+            cudaStream_t stream, int split_k) {
   if (n == 0 || w.out == 0) return;
   if (!mma_rows_supported(w, x, groups)) {
     generic_linear(w, x, n, groups, round_input_to_bf16, y, stream);
   } else {
     switch (w.format) {
       case WeightFormat::dense:
-        dispatch_tokens<WeightFormat::dense>(w, x, n, groups, round_input_to_bf16, split_k, y, scratch, stream);
+        dispatch_tokens<WeightFormat::dense>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
         break;
       case WeightFormat::fp8_block:
-        dispatch_tokens<WeightFormat::fp8_block>(w, x, n, groups, round_input_to_bf16, split_k, y, scratch, stream);
+        dispatch_tokens<WeightFormat::fp8_block>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
         break;
       case WeightFormat::fp8_tensor:
-        dispatch_tokens<WeightFormat::fp8_tensor>(w, x, n, groups, round_input_to_bf16, split_k, y, scratch, stream);
+        dispatch_tokens<WeightFormat::fp8_tensor>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
         break;
       case WeightFormat::mxfp4:
-        dispatch_tokens<WeightFormat::mxfp4>(w, x, n, groups, round_input_to_bf16, split_k, y, scratch, stream);
+        dispatch_tokens<WeightFormat::mxfp4>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
         break;
       case WeightFormat::nvfp4:
-        dispatch_tokens<WeightFormat::nvfp4>(w, x, n, groups, round_input_to_bf16, split_k, y, scratch, stream);
+        dispatch_tokens<WeightFormat::nvfp4>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
         break;
     }
   }

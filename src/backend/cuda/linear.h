@@ -9,11 +9,9 @@ namespace tetra::cuda {
 // y[n, w.out] = x·wᵀ with f32 accumulation. groups > 1: the o_groups block-diagonal form, x is
 // [n, groups·w.in] and output row o reads input group o / (w.out / groups). bf16 and quantized
 // weights run on the tensor cores (mma_rows.cuh), 64 tokens per pass; split_k: warps that share
-// a row tile's inputs (1..8; 0 picks by shape, and may also split a short matrix's rows over
-// several blocks whose partial outputs go to `scratch`; for benchmarks).
+// a row tile's inputs (1..8; 0 picks by shape, and may also split a short matrix's rows over a
+// cluster of blocks; for benchmarks).
 void linear(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input_to_bf16, float* y,
-            float* scratch, cudaStream_t stream, int split_k = 0);
-// Floats of device scratch linear() needs for these operands (0: none).
-int64_t linear_scratch_floats(const WeightRef& w, const float* x, int64_t n, int64_t groups);
+            cudaStream_t stream, int split_k = 0);
 
 }  // namespace tetra::cuda

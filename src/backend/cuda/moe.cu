@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kMaxSplit * 32)
   const int64_t pair = blockIdx.y, t = pair / k, o0 = int64_t(blockIdx.x) * 16;
   const int32_t e = selected[pair];
   float acc[kMmaTiles][1][4];
-  warp_mma_rows<F, 1, P, true>(w1[e], w3[e], o0, inter, x + t * dim, dim, 1, chunks * warp / warps,
+  warp_mma_rows<F, 1, P, true, 2>(w1[e], w3[e], o0, inter, x + t * dim, dim, 1, chunks * warp / warps,
                                chunks * (warp + 1) / warps, acc);
   split_k_sum<1>(acc, red);
   if (warp != 0 || lane % 4 != 0) return;  // lanes with t = 0 hold token column 0
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kMaxSplit * 32)
   const int64_t pair = blockIdx.y, o0 = int64_t(blockIdx.x) * 32;
   const WeightRef& w = w2[selected[pair]];
   float acc[kMmaTiles][1][4];
-  warp_mma_rows<F, 1, P, false>(w, w, o0, dim, h + pair * inter, inter, 1, chunks * warp / warps,
+  warp_mma_rows<F, 1, P, false, 2>(w, w, o0, dim, h + pair * inter, inter, 1, chunks * warp / warps,
                                 chunks * (warp + 1) / warps, acc);
   split_k_sum<1>(acc, red);
   if (warp != 0 || lane % 4 != 0) return;
@@ -172,12 +172,15 @@ __global__ void __launch_bounds__(kMaxSplit * 32)
     }
 }
 
-// Warps per block: at least two chunks each, up to kMaxSplit, until one token's k pairs make a
-// grid of ~2048 warps. It depends on the matrix and k only, never on the tokens of the step, so
-// a pair's sum runs in the same order whatever the batch (batch invariance).
+// Warps per block: at least two chunks each, up to kMaxSplit, while one token's k pairs make a
+// grid of at most kMaxWarps warps: one wave at these kernels' 100-128 registers a thread (~16-19
+// warps an SM). V4-Flash's 6 pairs once took 3072 warps, a wave and a half. It depends on the
+// matrix and k only, never on the tokens of the step, so a pair's sum runs in the same order
+// whatever the batch (batch invariance).
+constexpr int64_t kMaxWarps = 2048;
 int expert_split(int64_t tiles, int64_t k, int chunks) {
   int warps = 1;
-  while (warps < kMaxSplit && 4 * warps <= chunks && tiles * k * warps < 2048) warps *= 2;
+  while (warps < kMaxSplit && 4 * warps <= chunks && tiles * k * 2 * warps <= kMaxWarps) warps *= 2;
   return warps;
 }
 
