@@ -71,8 +71,8 @@ if [ "$part" = tests ]; then
   summary+=("$(printf '%-44s %s' "compute-sanitizer" "not run: TETRA_GPU_PART=tests")")
 elif command -v compute-sanitizer >/dev/null; then
   STEP_ECHO=1 step "compute-sanitizer: memcheck + racecheck, every GPU test" 590 \
-    tools/sanitize_gpu_tests.sh build-gpu "${OUT:-/tmp}/sanitizer" "${TETRA_SANITIZER_JOBS:-12}" \
-    "${TETRA_SANITIZER_JOB_SECONDS:-540}" "${TETRA_SANITIZER_SHARDS:-3}"
+    tools/sanitize_gpu_tests.sh build-gpu "${OUT:-/tmp}/sanitizer" "${TETRA_SANITIZER_JOBS:-0}" \
+    "${TETRA_SANITIZER_JOB_SECONDS:-480}" "${TETRA_SANITIZER_SHARDS:-0}"
 else
   summary+=("$(printf '%-44s %s' "compute-sanitizer" "skipped: not installed")")
 fi

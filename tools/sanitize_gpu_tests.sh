@@ -2,15 +2,17 @@
 # Runs compute-sanitizer's memcheck and racecheck over every test of the GPU test binaries, JOBS
 # processes at once, spread over the GPUs, plus memcheck over `tetra logits --device cuda`. A job
 # is one (tool, binary, shard): SHARDS shards of each binary's tests (gtest sharding), or one job
-# per test when SHARDS is 0. Each process instruments every kernel it launches once, which is
-# slow for the whole-model tests (2026-11-30: 440 s per whole-model test as its own process,
-# 8 per GPU), so few processes that run several tests each may finish sooner than one per test.
+# per test when SHARDS is 0. The cost is per kernel launch: measured 2026-11-30 on an H200, four
+# processes at once, memcheck took 3 s for a 24-token golden prefill and 64 s for the same tokens
+# as decode steps (about 17 ms a launch; racecheck 1.5x that). Processes sharing a GPU beyond
+# about four slow each other down far more than in proportion (eight per GPU: 440 s a test), so
+# keep JOBS near four per GPU.
 # Each job's output goes to DIR/<tool>.<binary>.<shard or test>.log; prints one line per job:
 # clean with its time, what it found, or that it did not finish inside JOB_SECONDS; exits non-zero
 # if any job found something or did not finish.
-# Usage: tools/sanitize_gpu_tests.sh BUILD_DIR LOG_DIR [JOBS] [JOB_SECONDS] [SHARDS]
+# Usage: tools/sanitize_gpu_tests.sh BUILD_DIR LOG_DIR [JOBS (0: 4 per GPU)] [JOB_SECONDS] [SHARDS (0)]
 set -uo pipefail
-build=$1 dir=$2 jobs=${3:-8} job_seconds=${4:-480} shards=${5:-3}
+build=$1 dir=$2 jobs=${3:-0} job_seconds=${4:-480} shards=${5:-0}
 mkdir -p "$dir"
 # TETRA_SANITIZE_BINARIES: a subset, to split the work over calls of a limited length
 # The whole-model tests go first: they are the longest jobs.
@@ -24,14 +26,15 @@ if compute-sanitizer --help 2>&1 | grep -q -- --kernel-name-exclude; then
 else
   echo "note: this compute-sanitizer has no --kernel-name-exclude; cuBLAS kernels are racechecked too"
 fi
-# The golden fixtures' sequences are cut to 24 tokens: still past the window (8), several
-# compressed entries at both rates (4, 8) and more of them than the indexer keeps (3).
-export TETRA_GOLDEN_MAX_TOKENS=24
+# The golden fixtures' sequences are cut to 16 tokens: still past the window (8), with compressed
+# entries at both rates (4, 8) and more of them at rate 4 than the indexer keeps (3).
+export TETRA_GOLDEN_MAX_TOKENS=${TETRA_GOLDEN_MAX_TOKENS:-16}
 
 # One line per job: gpu tool binary selector, the jobs dealt over the machine's GPUs in turn; the
 # selector is a test name, or shard/count
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || gpus=1
 [ "$gpus" -ge 1 ] || gpus=1
+[ "$jobs" -gt 0 ] || jobs=$((4 * gpus))
 list_jobs() {
   for b in $binaries; do
     local tests count
