@@ -107,12 +107,25 @@ INSTANTIATE_TEST_SUITE_P(Golden, CudaForwardFixture, ::testing::Values("dense", 
 TEST(CudaForward, LogitsCliOnCuda) {
   TETRA_REQUIRE_GPU();
   const std::string dir = kGolden + "dense", work = ::testing::TempDir();
+  // The golden sequences as read_golden_tokens gives them (cut short under compute-sanitizer).
+  const std::string tokens = work + "/cuda_cli_tokens.json";
+  {
+    std::ofstream json(tokens);
+    const char* separator = "[";
+    for (const auto& seq : testing::read_golden_tokens(dir)) {
+      json << separator << "[";
+      for (size_t i = 0; i < seq.size(); ++i) json << (i ? "," : "") << seq[i];
+      json << "]";
+      separator = ",";
+    }
+    json << "]";
+  }
   std::vector<float> results[2];
   const char* devices[2] = {"cpu", "cuda"};
   for (int i = 0; i < 2; ++i) {
     const std::string out = work + "/cuda_cli_" + devices[i] + ".f32";
-    const std::string cmd = std::string(TETRA_BINARY) + " logits --model " + dir + " --tokens-file " + dir +
-                            "/tokens.json --prefill 5 --out " + out + " --device " + devices[i];
+    const std::string cmd = std::string(TETRA_BINARY) + " logits --model " + dir + " --tokens-file " + tokens +
+                            " --prefill 5 --out " + out + " --device " + devices[i];
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     std::ifstream in(out, std::ios::binary | std::ios::ate);
     results[i].resize(size_t(in.tellg()) / sizeof(float));

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
 #include "io/safetensors.h"
 #include "model/forward.h"
@@ -70,32 +71,56 @@ DecodeRun decode(Model& model, Backend& be, int64_t batch, std::mt19937 rng) {
   return run;
 }
 
-TEST(CudaGraph, ReplayEqualsEagerBitForBit) {
-  TETRA_REQUIRE_GPU();
-  const fs::path dir = fs::temp_directory_path() / ("tetra_cuda_graph_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  testing::write_tiny_checkpoint(dir.string(), testing::TinyCheckpointOptions{});
-  const ModelConfig config = load_model_config(dir.string());
-  const TensorStore store(dir.string());
-  const ModelWeights weights(config, store);
-  const auto be = make_cuda_backend();
-  for (CacheTypes caches : {CacheTypes{}, CacheTypes{KvCacheDtype::f32, IndexerCacheDtype::f32}}) {
-    Model graphs(config, weights, *be, caches), eager(config, weights, *be, caches);
-    eager.set_decode_graphs(false);
-    for (int64_t batch : {1, 3, 5, 8}) {
-      const DecodeRun want = decode(eager, *be, batch, std::mt19937(uint32_t(batch)));
-      const DecodeRun got = decode(graphs, *be, batch, std::mt19937(uint32_t(batch)));
-      ASSERT_EQ(got.logits.size(), want.logits.size());
-      EXPECT_EQ(std::memcmp(got.logits.data(), want.logits.data(), want.logits.size() * sizeof(float)), 0)
-          << "batch " << batch << ": replayed logits differ from eager ones";
-      EXPECT_EQ(got.tokens, want.tokens) << "batch " << batch;
-    }
+// The tiny checkpoint, written once per process (the tests below share it).
+struct TinyModel {
+  fs::path dir = fs::temp_directory_path() / ("tetra_cuda_graph_" + std::to_string(::getpid()));
+  ModelConfig config;
+  std::unique_ptr<TensorStore> store;
+  std::unique_ptr<ModelWeights> weights;
+  TinyModel() {
+    fs::remove_all(dir);
+    testing::write_tiny_checkpoint(dir.string(), testing::TinyCheckpointOptions{});
+    config = load_model_config(dir.string());
+    store = std::make_unique<TensorStore>(dir.string());
+    weights = std::make_unique<ModelWeights>(config, *store);
   }
-  // Step time of the same decode, eager and replayed (reported, not gated).
+  ~TinyModel() { fs::remove_all(dir); }
+};
+
+// One test per cache type, so that compute-sanitizer can run them as parallel jobs.
+class CudaGraphReplay : public ::testing::TestWithParam<CacheTypes> {};
+
+TEST_P(CudaGraphReplay, EqualsEagerBitForBit) {
+  TETRA_REQUIRE_GPU();
+  const TinyModel tiny;
+  const auto be = make_cuda_backend();
+  Model graphs(tiny.config, *tiny.weights, *be, GetParam()), eager(tiny.config, *tiny.weights, *be, GetParam());
+  eager.set_decode_graphs(false);
+  for (int64_t batch : {1, 3, 5, 8}) {
+    const DecodeRun want = decode(eager, *be, batch, std::mt19937(uint32_t(batch)));
+    const DecodeRun got = decode(graphs, *be, batch, std::mt19937(uint32_t(batch)));
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    EXPECT_EQ(std::memcmp(got.logits.data(), want.logits.data(), want.logits.size() * sizeof(float)), 0)
+        << "batch " << batch << ": replayed logits differ from eager ones";
+    EXPECT_EQ(got.tokens, want.tokens) << "batch " << batch;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Caches, CudaGraphReplay,
+                         ::testing::Values(CacheTypes{}, CacheTypes{KvCacheDtype::f32, IndexerCacheDtype::f32}),
+                         [](const ::testing::TestParamInfo<CacheTypes>& info) {
+                           return info.param.kv == KvCacheDtype::f32 ? std::string("f32") : std::string("default");
+                         });
+
+// Step time of the same decode, eager and replayed: reported, not gated.
+TEST(CudaGraph, StepTimeEagerAndReplayed) {
+  TETRA_REQUIRE_GPU();
+  const TinyModel tiny;
+  const auto be = make_cuda_backend();
   for (int64_t batch : {1, 8}) {
     double ms[2];
     for (int graphs = 0; graphs < 2; ++graphs) {
-      Model model(config, weights, *be, CacheTypes{});
+      Model model(tiny.config, *tiny.weights, *be, CacheTypes{});
       model.set_decode_graphs(graphs == 1);
       decode(model, *be, batch, std::mt19937(1));  // records the buckets
       const auto begin = std::chrono::steady_clock::now();
@@ -105,7 +130,6 @@ TEST(CudaGraph, ReplayEqualsEagerBitForBit) {
     std::printf("decode batch %lld (tiny model; the prefill and host work included): eager %.3f ms/step, graph %.3f ms/step\n",
                 (long long)batch, ms[0], ms[1]);
   }
-  fs::remove_all(dir);
 }
 
 // The arena that holds a capture's tensors: first fit at 256-byte alignment, freed ranges
