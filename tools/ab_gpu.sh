@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# For the GPU machine: the tree as it is (variant A) against the same tree with each patch applied
+# (B, C, ...: one patch each, not cumulative), built in one build directory (a variant rebuilds
+# only what its patch touches) and measured back to back on the same card, in one device call.
+# Per variant: the GPU tests (patched variants only; TETRA_AB_TESTS=0 skips them), `tetra bench`
+# (20 layers of V4-Flash, batch 1 and 32 at 4k, a prefill of 8192), the linear and small-ops
+# kernel benches. Logs and JSON go to $OUT/<variant>/ (or /tmp/tetra-ab); a table of the
+# headline figures comes last. Make a patch here with `git diff main..BRANCH > .gpu_carry/x.patch`.
+# Usage: tools/ab_gpu.sh [PATCH...]
+# Settings: TETRA_AB_LAYERS (20), TETRA_AB_PREFILL (8192; 0 for none), TETRA_AB_TESTS (1).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+[ -d .gpu_carry/deps/usr ] && export CMAKE_PREFIX_PATH=$PWD/.gpu_carry/deps/usr
+out=${OUT:-/tmp/tetra-ab}
+layers=${TETRA_AB_LAYERS:-20} prefill=${TETRA_AB_PREFILL:-8192}
+patches=("$@")
+for p in "${patches[@]}"; do
+  [ -f "$p" ] || { echo "no such patch: $p" >&2; exit 2; }
+  patch -p1 --dry-run -s <"$p" >/dev/null || { echo "$p does not apply to this tree" >&2; exit 2; }
+done
+
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="${TETRA_CUDA_ARCHS:-90a}" >/dev/null || exit 1
+
+# measure NAME: build, (tests), benches into $out/NAME
+measure() {
+  local name=$1 dir=$out/$1 start=$SECONDS
+  mkdir -p "$dir"
+  ninja -C build-gpu >"$dir/build.log" 2>&1 || { echo "$name: build failed"; tail -20 "$dir/build.log"; return 1; }
+  echo "== $name built in $((SECONDS - start)) s"
+  if [ "$name" != A ] && [ "${TETRA_AB_TESTS:-1}" = 1 ]; then
+    ctest --test-dir build-gpu -L gpu --output-on-failure >"$dir/gpu-tests.log" 2>&1
+    grep -E "tests passed|Failed|FAILED" "$dir/gpu-tests.log" | head -12
+  fi
+  local prefill_args=()
+  [ "$prefill" -gt 0 ] && prefill_args=(--prefill "$prefill")
+  timeout 120 build-gpu/src/tetra bench --synthetic v4-flash --layers "$layers" --batch 1 32 --context 4096 \
+    "${prefill_args[@]}" --steps 5 --json "$dir/tetra.json" >"$dir/tetra.log" 2>&1 || echo "$name: tetra bench failed"
+  timeout 60 build-gpu/bench/tetra_cuda_linear_bench --json "$dir/linear.json" >"$dir/linear.txt" 2>&1
+  timeout 60 build-gpu/bench/tetra_cuda_small_ops_bench >"$dir/small_ops.txt" 2>&1
+  echo "== $name measured at $SECONDS s"
+}
+
+measure A
+names=(A)
+letters=(B C D E F G H I J K)
+i=0
+for p in "${patches[@]}"; do
+  name=${letters[i]}
+  patch -p1 -s <"$p" || exit 1
+  measure "$name"
+  patch -p1 -R -s <"$p" || exit 1
+  names+=("$name")
+  echo "$name = $p" >>"$out/variants.txt"
+  i=$((i + 1))
+done
+
+python3 - "$out" "${names[@]}" <<'PY'
+import json, os, re, sys
+out, names = sys.argv[1], sys.argv[2:]
+def tetra(name):
+    try:
+        d = json.load(open(os.path.join(out, name, "tetra.json")))
+    except (OSError, ValueError):
+        return {}
+    r = {f"b{s['batch']} step ms": s["step_seconds"] * 1e3 for s in d.get("decode", []) if s.get("step_seconds")}
+    if d.get("prefill") and d["prefill"].get("seconds"):
+        r["prefill s"] = d["prefill"]["seconds"]
+    return r
+def summary(name):
+    try:
+        text = open(os.path.join(out, name, "linear.txt")).read()
+    except OSError:
+        return {}
+    m = re.search(r"gemm_m1_min_bw_fraction=([\d.]+)", text)
+    return {"gemm m1 min bw": float(m.group(1))} if m else {}
+rows = {n: {**tetra(n), **summary(n)} for n in names}
+keys = sorted({k for r in rows.values() for k in r})
+print(f"{'':24s}" + "".join(f"{n:>12s}" for n in names))
+for k in keys:
+    print(f"{k:24s}" + "".join(f"{rows[n].get(k, float('nan')):12.4g}" for n in names))
+PY
+[ -f "$out/variants.txt" ] && cat "$out/variants.txt"
