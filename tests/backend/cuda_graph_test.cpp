@@ -71,7 +71,7 @@ DecodeRun decode(Model& model, Backend& be, int64_t batch, std::mt19937 rng) {
   return run;
 }
 
-// The tiny checkpoint, written once per process (the tests below share it).
+// The tiny checkpoint in a temporary directory, for the lifetime of a test.
 struct TinyModel {
   fs::path dir = fs::temp_directory_path() / ("tetra_cuda_graph_" + std::to_string(::getpid()));
   ModelConfig config;
