@@ -14,7 +14,11 @@
 set -uo pipefail
 build=$1 dir=$2 jobs=${3:-0} job_seconds=${4:-480} shards=${5:-0}
 mkdir -p "$dir"
-# TETRA_SANITIZE_BINARIES: a subset, to split the work over calls of a limited length
+# To split the work over calls of a limited length: TETRA_SANITIZE_BINARIES (a subset of the
+# binaries), TETRA_SANITIZE_TOOLS ("memcheck racecheck" by default), TETRA_SANITIZE_TESTS (an
+# extended regex the test names must match; with SHARDS 0 only).
+tools=${TETRA_SANITIZE_TOOLS:-memcheck racecheck}
+test_pattern=${TETRA_SANITIZE_TESTS:-.}
 # The whole-model tests go first: they are the longest jobs.
 binaries=${TETRA_SANITIZE_BINARIES:-cuda_forward_test cuda_ops_test cuda_graph_test cuda_dequantize_test}
 # racecheck reports hazards inside cuBLAS's own GEMM kernels (nvjet_*, the 65+-row path; 48 in
@@ -38,7 +42,9 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || gpus=1
 list_jobs() {
   for b in $binaries; do
     local tests count
-    tests=$("$build/tests/$b" --gtest_list_tests | awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}')
+    tests=$("$build/tests/$b" --gtest_list_tests | awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}' |
+      grep -E -- "$test_pattern")
+    [ -n "$tests" ] || continue
     count=$(wc -l <<<"$tests")
     if [ "$shards" -eq 0 ]; then
       selectors=$tests
@@ -47,8 +53,7 @@ list_jobs() {
       selectors=$(for ((i = 0; i < n; ++i)); do echo "$i/$n"; done)
     fi
     for sel in $selectors; do
-      echo "memcheck $b $sel"
-      echo "racecheck $b $sel"
+      for tool in $tools; do echo "$tool $b $sel"; done
     done
   done | awk -v gpus="$gpus" '{print (NR - 1) % gpus, $0}'
 }
