@@ -5,7 +5,7 @@
 # Per variant: the GPU tests (patched variants only; TETRA_AB_TESTS=0 skips them), `tetra bench`
 # (20 layers of V4-Flash, batch 1 and 32 at 4k, a prefill of 8192), the linear and small-ops
 # kernel benches. Logs and JSON go to $OUT/<variant>/ (or /tmp/tetra-ab); a table of the
-# headline figures comes last. Make a patch here with `git diff main..BRANCH > .gpu_carry/x.patch`.
+# headline figures comes last. Make a patch here with `git diff main...BRANCH > .gpu_carry/x.patch`.
 # Usage: tools/ab_gpu.sh [PATCH...]
 # Settings: TETRA_AB_LAYERS (20), TETRA_AB_PREFILL (8192; 0 for none), TETRA_AB_TESTS (1).
 set -uo pipefail
