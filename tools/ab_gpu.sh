@@ -4,15 +4,17 @@
 # only what its patch touches) and measured back to back on the same card, in one device call.
 # Per variant: the GPU tests (patched variants only; TETRA_AB_TESTS=0 skips them), `tetra bench`
 # (20 layers of V4-Flash, batch 1 and 32 at 4k, a prefill of 8192), the linear and small-ops
-# kernel benches. Logs and JSON go to $OUT/<variant>/ (or /tmp/tetra-ab); a table of the
-# headline figures comes last. Make a patch here with `git diff main...BRANCH > .gpu_carry/x.patch`.
+# kernel benches. Logs and JSON go to /tmp/tetra-ab/<variant>/, packed into $OUT/ab.tar.gz after
+# each variant when $OUT is set (a device call returns only a few files); a table of the headline
+# figures comes last. Make a patch here with `git diff main...BRANCH > .gpu_carry/x.patch`.
 # Usage: tools/ab_gpu.sh [PATCH...]
 # Settings: TETRA_AB_LAYERS (20), TETRA_AB_PREFILL (8192; 0 for none), TETRA_AB_TESTS (1).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 [ -d .gpu_carry/deps/usr ] && export CMAKE_PREFIX_PATH=$PWD/.gpu_carry/deps/usr
-out=${OUT:-/tmp/tetra-ab}
+out=/tmp/tetra-ab
+rm -rf "$out"
 layers=${TETRA_AB_LAYERS:-20} prefill=${TETRA_AB_PREFILL:-8192}
 patches=("$@")
 for p in "${patches[@]}"; do
@@ -40,6 +42,8 @@ measure() {
   timeout 60 build-gpu/bench/tetra_cuda_linear_bench --json "$dir/linear.json" >"$dir/linear.txt" 2>&1
   timeout 60 build-gpu/bench/tetra_cuda_small_ops_bench >"$dir/small_ops.txt" 2>&1
   echo "== $name measured at $SECONDS s"
+  [ -n "${OUT:-}" ] && tar -czf "$OUT/ab.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
+  return 0
 }
 
 measure A

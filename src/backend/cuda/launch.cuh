@@ -31,13 +31,6 @@ __device__ __forceinline__ void allow_next_kernel() {
 #endif
 }
 
-// Asks L2 for `bytes` (a multiple of 16) from 16-byte-aligned p, without waiting for them.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
 // cluster_x > 1: consecutive blocks along x form clusters of that many (sharing their shared
 // memory, sm_90+; at most 8).
 template <typename... Params, typename... Args>

@@ -102,7 +102,6 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
   const int tokens = int(min(int64_t(kTokens), n - t0));
   const int s_begin = chunks * split / splits, span = chunks * (split + 1) / splits - s_begin;
   const int c_begin = s_begin + span * warp / warps, c_end = s_begin + span * (warp + 1) / warps;
-  if (pass == 0) prefetch_rows<F>(w, o0, end, c_begin, c_end);  // launched early: weights first
   wait_for_inputs();
   allow_next_kernel();
   float acc[kMmaTiles][NT][4];

@@ -300,31 +300,6 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
   }
 }
 
-// Asks L2 for the weight bytes warp_mma_rows will read from rows o0.. of `w` over chunks
-// [c_begin, c_end): one bulk prefetch per row (lane l < 16: row l of each m-tile). A matrix
-// larger than kPrefetchBudget gets the same leading share of every warp's range, the budget in
-// all, so that one far beyond L2 (the head) does not evict its own prefetched lines. A kernel
-// launched early calls it before wait_for_inputs(): its weights stream in while the previous
-// kernel finishes.
-constexpr int64_t kPrefetchBudget = 16 << 20;
-
-template <WeightFormat F>
-__device__ __forceinline__ void prefetch_rows(const WeightRef& w, int64_t o0, int64_t row_end, int c_begin, int c_end) {
-  using C = MmaCodes<F>;
-  const int lane = threadIdx.x & 31;
-  if (lane >= 16 || c_begin >= c_end) return;
-  const int64_t begin = C::row_bytes(int64_t(c_begin) * C::chunk);
-  const int64_t end = C::row_bytes(min(int64_t(c_end) * C::chunk, w.in));
-  const int64_t matrix_kb = w.out * C::row_bytes(w.in) / 1024;
-  int64_t bytes = end - begin;
-  if (matrix_kb > kPrefetchBudget / 1024) bytes = bytes * (kPrefetchBudget / 1024) / matrix_kb / 16 * 16;
-  if (bytes <= 0) return;
-#pragma unroll
-  for (int r = 0; r < kMmaTiles; ++r)
-    if (const int64_t o = o0 + 16 * r + lane; o < row_end)
-      prefetch_l2(static_cast<const uint8_t*>(w.weight) + o * C::row_bytes(w.in) + begin, uint32_t(bytes));
-}
-
 // Split-K across the block's warps: warp 0 ends with the sum of every warp's acc, added in
 // warp order (deterministic). red: (warps - 1)·kMmaTiles·NT·4·32 floats of shared memory.
 template <int NT>
