@@ -48,6 +48,13 @@ Tensor Backend::concat_rows(const std::vector<Tensor>& parts, Shape row_shape, E
 
 std::unique_ptr<DeviceGraph> Backend::capture(const std::function<void()>&) { return nullptr; }
 
+Tensor Backend::rms_norm_rope(const Tensor& x, const Tensor* weight, int64_t head_dim, double eps,
+                              const Tensor& positions, const Tensor& inv_freq) {
+  Tensor y = rms_norm(x, weight, head_dim, eps);
+  rope(y, positions, inv_freq, head_dim, false);
+  return y;
+}
+
 void Backend::copy_into(const Tensor& dst, const Tensor& src) {
   const int64_t bytes = src.numel() * elem_bytes(src.type());
   if (bytes != dst.numel() * elem_bytes(dst.type())) runtime_error(name(), " backend copy_into: sizes differ");

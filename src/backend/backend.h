@@ -110,6 +110,10 @@ class Backend {
   // Interleaved RoPE on the last inv_freq.size()·2 dims of every `head_dim` run of each row,
   // rotating row r by positions[r]·θ (by -positions[r]·θ when inverse).
   virtual void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, int64_t head_dim, bool inverse) = 0;
+  // rms_norm over every head_dim run, then rope on it: one op so that a backend can do both in
+  // one pass. The default composes the two.
+  virtual Tensor rms_norm_rope(const Tensor& x, const Tensor* weight, int64_t head_dim, double eps,
+                               const Tensor& positions, const Tensor& inv_freq);
   virtual Tensor add(const Tensor& a, const Tensor& b) = 0;
   virtual Tensor swiglu(const Tensor& gate, const Tensor& up, double limit) = 0;
 

@@ -288,10 +288,8 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const
   const Tensor& inv_freq = b.ratio > 0 ? inv_freq_compressed_ : inv_freq_main_;
   const Tensor x = be_.rms_norm(x_in, &b.attn_norm, c.dim, c.norm_eps);
   const Tensor qr = be_.rms_norm(be_.linear(x, b.wq_a, batch.runs), &b.q_norm, c.q_lora_rank, c.norm_eps);
-  Tensor q = be_.rms_norm(be_.linear(qr, b.wq_b, batch.runs), nullptr, hd, c.norm_eps);
-  be_.rope(q, batch.at.position, inv_freq, hd, false);
-  Tensor kv = be_.rms_norm(be_.linear(x, b.wkv, batch.runs), &b.kv_norm, hd, c.norm_eps);
-  be_.rope(kv, batch.at.position, inv_freq, hd, false);
+  Tensor q = be_.rms_norm_rope(be_.linear(qr, b.wq_b, batch.runs), nullptr, hd, c.norm_eps, batch.at.position, inv_freq);
+  Tensor kv = be_.rms_norm_rope(be_.linear(x, b.wkv, batch.runs), &b.kv_norm, hd, c.norm_eps, batch.at.position, inv_freq);
   // Every use, the producing step's included, sees the values as the cache stores them.
   const Tensor kv_stored = be_.encode_kv(kv, caches_.kv, c.rope_dim);
   auto paged = [&](StreamKind kind) { return cache_->rows(cache_->layout().stream(layer, kind)); };
@@ -302,9 +300,8 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const
     const Tensor pooled =
         be_.compress(paged(pending), be_.linear(x, w.wkv, batch.runs), be_.linear(x, w.wgate, batch.runs), w.ape, batch.at, b.ratio, overlap);
     const int64_t width = pooled.dim(1);
-    Tensor e = be_.rms_norm(pooled, &w.norm, width, c.norm_eps);
-    be_.rope(e, batch.entry_position.at(b.ratio), inv_freq_compressed_, width, false);
-    return e;
+    return be_.rms_norm_rope(pooled, &w.norm, width, c.norm_eps, batch.entry_position.at(b.ratio),
+                             inv_freq_compressed_);
   };
   const RowPlacement completed{0, b.ratio};
   PagedRows compressed;

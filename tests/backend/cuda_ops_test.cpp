@@ -343,6 +343,34 @@ TEST_F(CudaOps, NormRopeAndElementwise) {
       EXPECT_LT(relative_difference(op(*be->gpu), op(*be->cpu)), kF32Tolerance) << "rope rows " << rows;
     }
   }
+  // rms_norm then rope in one op: the fused kernel against the CPU's two ops, and bit for bit
+  // against the GPU's two ops; head_dim 6 (not whole float4s) and 20 (rotation from value 14)
+  // take the GPU's two-op fallback.
+  for (int64_t head_dim : {6, 20, 64, 512})
+    for (int64_t heads : {1, 3})
+      for (bool with_weight : {false, true}) {
+        const int64_t rows = 5, half = head_dim == 6 ? 2 : head_dim == 20 ? 3 : head_dim / 8;
+        const auto x = random_values(size_t(rows * heads * head_dim), rng, 3.0f);
+        const auto wt = random_values(size_t(head_dim), rng);
+        std::vector<float> freq(static_cast<size_t>(half));
+        for (int64_t i = 0; i < half; ++i) freq[size_t(i)] = std::pow(10000.0f, -float(i) / float(half));
+        std::vector<int32_t> pos(static_cast<size_t>(rows));
+        for (auto& p : pos) p = int32_t(rng() % 5000);
+        auto fused = [&](Backend& b) {
+          const Tensor w = b.upload(wt, {head_dim});
+          return b.download(b.rms_norm_rope(b.upload(x, {rows, heads * head_dim}), with_weight ? &w : nullptr, head_dim,
+                                            1e-6, b.upload_i32(pos, {rows}), b.upload(freq, {half})));
+        };
+        auto two_ops = [&](Backend& b) {
+          const Tensor w = b.upload(wt, {head_dim});
+          Tensor t = b.rms_norm(b.upload(x, {rows, heads * head_dim}), with_weight ? &w : nullptr, head_dim, 1e-6);
+          b.rope(t, b.upload_i32(pos, {rows}), b.upload(freq, {half}), head_dim, false);
+          return b.download(t);
+        };
+        const auto got = fused(*be->gpu);
+        EXPECT_LT(relative_difference(got, two_ops(*be->cpu)), kF32Tolerance) << "rms_norm_rope head_dim " << head_dim;
+        EXPECT_EQ(got, two_ops(*be->gpu)) << "rms_norm_rope head_dim " << head_dim << ": fused and two ops differ";
+      }
   const auto a = random_values(1000, rng, 4.0f), c = random_values(1000, rng, 4.0f);
   auto add = [&](Backend& b) { return b.download(b.add(b.upload(a, {10, 100}), b.upload(c, {10, 100}))); };
   EXPECT_EQ(add(*be->gpu), add(*be->cpu));

@@ -9,13 +9,32 @@ namespace {
 
 constexpr int kNormThreads = 512;
 
+// Rotates the pair (a, b) by angle (by -angle when inverse): the one formula of both kernels,
+// its roundings spelled out so that no kernel contracts it differently.
+__device__ __forceinline__ void rotate_pair(float& a, float& b, float angle, bool inverse) {
+  const float c = cosf(angle), s = inverse ? -sinf(angle) : sinf(angle);
+  const float a0 = a, b0 = b;
+  a = __fsub_rn(__fmul_rn(a0, c), __fmul_rn(b0, s));
+  b = __fadd_rn(__fmul_rn(b0, c), __fmul_rn(a0, s));
+}
+
+// What rms_norm_kernel<Vec, true> applies after the norm: rope on the run's last 2·half values,
+// the run being head (run % heads) of row (run / heads).
+struct RopeArgs {
+  const int32_t* positions = nullptr;
+  const float* inv_freq = nullptr;
+  int64_t heads = 1, half = 0;
+};
+
 // One block per run. Rows whose length is a multiple of 4 (and 16-byte aligned) are read as
 // float4; the loads of a thread's elements are unrolled so that they are in flight together.
-template <typename Vec>
+// Rope (float4 only, the rotated values starting at a multiple of 4): a vector holds two whole pairs.
+template <typename Vec, bool Rope>
 __global__ void __launch_bounds__(kNormThreads)
-    rms_norm_kernel(const float* x, const float* weight, int64_t group, float eps, float* y) {
+    rms_norm_kernel(const float* x, const float* weight, int64_t group, float eps, RopeArgs rope, float* y) {
   allow_next_kernel();
   constexpr int kLanes = sizeof(Vec) / sizeof(float);
+  static_assert(!Rope || kLanes == 4, "rope needs whole pairs in a vector");
   const int vecs = int(group / kLanes);
   const Vec* v = reinterpret_cast<const Vec*>(x + int64_t(blockIdx.x) * group);
   Vec* out = reinterpret_cast<Vec*>(y + int64_t(blockIdx.x) * group);
@@ -35,6 +54,15 @@ __global__ void __launch_bounds__(kNormThreads)
     const float* w = weight ? reinterpret_cast<const float*>(reinterpret_cast<const Vec*>(weight) + i) : nullptr;
 #pragma unroll
     for (int l = 0; l < kLanes; ++l) e[l] = e[l] * r * (w ? w[l] : 1.0f);
+    if constexpr (Rope) {
+      const int64_t first = group - 2 * rope.half, k = int64_t(kLanes) * i;  // k: this vector's first value
+      if (k >= first) {
+        const float position = float(rope.positions[blockIdx.x / rope.heads]);
+#pragma unroll
+        for (int l = 0; l < kLanes; l += 2)
+          rotate_pair(e[l], e[l + 1], rope.inv_freq[(k + l - first) / 2] * position, false);
+      }
+    }
     out[i] = a;
   }
 }
@@ -47,12 +75,11 @@ __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= rows * heads * half) return;
   const int64_t i = k % half, h = (k / half) % heads, r = k / (half * heads);
-  const float angle = inv_freq[i] * float(positions[r]);  // f32, as the reference computes it
-  const float c = cosf(angle), s = inverse ? -sinf(angle) : sinf(angle);
   float* p = x + (r * heads + h) * head_dim + head_dim - 2 * half + 2 * i;
-  const float a = p[0], b = p[1];
-  p[0] = a * c - b * s;
-  p[1] = b * c + a * s;
+  float a = p[0], b = p[1];
+  rotate_pair(a, b, inv_freq[i] * float(positions[r]), inverse);  // f32 angle, as the reference computes it
+  p[0] = a;
+  p[1] = b;
 }
 
 }  // namespace
@@ -60,10 +87,23 @@ __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv
 void rms_norm(const float* x, const float* weight, int64_t runs, int64_t group, float eps, float* y, cudaStream_t stream) {
   if (runs == 0) return;
   if (group % 4 == 0 && aligned16(x) && aligned16(y) && (!weight || aligned16(weight)))
-    rms_norm_kernel<float4><<<unsigned(runs), kNormThreads, 0, stream>>>(x, weight, group, eps, y);
+    rms_norm_kernel<float4, false><<<unsigned(runs), kNormThreads, 0, stream>>>(x, weight, group, eps, {}, y);
   else
-    rms_norm_kernel<float><<<unsigned(runs), kNormThreads, 0, stream>>>(x, weight, group, eps, y);
+    rms_norm_kernel<float, false><<<unsigned(runs), kNormThreads, 0, stream>>>(x, weight, group, eps, {}, y);
   TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+bool rms_norm_rope(const float* x, const float* weight, int64_t rows, int64_t heads, int64_t head_dim, float eps,
+                   const int32_t* positions, const float* inv_freq, int64_t half, float* y, cudaStream_t stream) {
+  // whole float4 vectors, and the rotated pairs starting at one
+  if (head_dim % 4 != 0 || 2 * half > head_dim || (head_dim - 2 * half) % 4 != 0 || !aligned16(x) || !aligned16(y) ||
+      (weight && !aligned16(weight)))
+    return false;
+  if (rows * heads == 0) return true;
+  rms_norm_kernel<float4, true><<<unsigned(rows * heads), kNormThreads, 0, stream>>>(
+      x, weight, head_dim, eps, RopeArgs{positions, inv_freq, heads, half}, y);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+  return true;
 }
 
 void rope(float* x, const int32_t* positions, const float* inv_freq, int64_t rows, int64_t heads, int64_t head_dim,
