@@ -48,6 +48,10 @@ Tensor Backend::concat_rows(const std::vector<Tensor>& parts, Shape row_shape, E
 
 std::unique_ptr<DeviceGraph> Backend::capture(const std::function<void()>&) { return nullptr; }
 
+Tensor Backend::gated_linear(const Tensor& x, const Tensor& w1, const Tensor& w3, double limit, RowRuns runs) {
+  return swiglu(linear(x, w1, runs), linear(x, w3, runs), limit);
+}
+
 void Backend::copy_into(const Tensor& dst, const Tensor& src) {
   const int64_t bytes = src.numel() * elem_bytes(src.type());
   if (bytes != dst.numel() * elem_bytes(dst.type())) runtime_error(name(), " backend copy_into: sizes differ");
