@@ -164,7 +164,8 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
       const int row = e % kTileRows, token = e / kTileRows;
       const int64_t o = o0 + row;
       if (o >= end) continue;
-      out[(t0 + token) * w.out + o] = Gated ? gate_up(sum(row, token), sum(16 + row, token)) : sum(row, token);
+      if constexpr (Gated) out[(t0 + token) * w.out + o] = gate_up(sum(row, token), sum(16 + row, token));
+      else out[(t0 + token) * w.out + o] = sum(row, token);
     }
   } else {
 #pragma unroll
@@ -175,8 +176,9 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
         for (int i = 0; i < 4; ++i) {
           const int64_t o = o0 + 16 * r + g + 8 * (i / 2);
           const int token = 8 * j + 2 * t + i % 2;
-          if (o < end && token < tokens)
-            out[(t0 + token) * w.out + o] = Gated ? gate_up(acc[0][j][i], acc[1][j][i]) : acc[r][j][i];
+          if (o >= end || token >= tokens) continue;
+          if constexpr (Gated) out[(t0 + token) * w.out + o] = gate_up(acc[0][j][i], acc[1][j][i]);
+          else out[(t0 + token) * w.out + o] = acc[r][j][i];
         }
   }
 }
