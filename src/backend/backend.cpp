@@ -55,6 +55,10 @@ Tensor Backend::rms_norm_rope(const Tensor& x, const Tensor* weight, int64_t hea
   return y;
 }
 
+Tensor Backend::gated_linear(const Tensor& x, const Tensor& w1, const Tensor& w3, double limit, RowRuns runs) {
+  return swiglu(linear(x, w1, runs), linear(x, w3, runs), limit);
+}
+
 void Backend::copy_into(const Tensor& dst, const Tensor& src) {
   const int64_t bytes = src.numel() * elem_bytes(src.type());
   if (bytes != dst.numel() * elem_bytes(dst.type())) runtime_error(name(), " backend copy_into: sizes differ");

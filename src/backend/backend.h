@@ -116,6 +116,9 @@ class Backend {
                                const Tensor& positions, const Tensor& inv_freq);
   virtual Tensor add(const Tensor& a, const Tensor& b) = 0;
   virtual Tensor swiglu(const Tensor& gate, const Tensor& up, double limit) = 0;
+  // swiglu(x·w1ᵀ, x·w3ᵀ, limit): one op so that a backend can do it in one pass. The default
+  // composes the three.
+  virtual Tensor gated_linear(const Tensor& x, const Tensor& w1, const Tensor& w3, double limit, RowRuns runs = {});
 
   // ---- mHC
   virtual MixWeights hc_pre(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,

@@ -339,9 +339,8 @@ Tensor Model::moe(const Block& b, const Tensor& x_in, const Batch& batch) {
                               b.hash ? &b.tid2eid : nullptr, batch.ids, c);
   Tensor y = be_.experts(x, r, b.w1, b.w2, b.w3, c.swiglu_limit, batch.runs);
   if (c.n_shared_experts > 0)
-    y = be_.add(y, be_.linear(be_.swiglu(be_.linear(x, b.shared_w1, batch.runs), be_.linear(x, b.shared_w3, batch.runs),
-                                        c.swiglu_limit),
-                              b.shared_w2, batch.runs));
+    y = be_.add(y, be_.linear(be_.gated_linear(x, b.shared_w1, b.shared_w3, c.swiglu_limit, batch.runs), b.shared_w2,
+                              batch.runs));
   return y;
 }
 

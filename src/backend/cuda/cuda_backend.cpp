@@ -212,6 +212,21 @@ class CudaBackend final : public Backend {
     }
     return out;
   }
+  // Runs short enough for the decode kernels take the one-launch gated kernel, which equals the
+  // three ops bit for bit; otherwise (a prefill run, or weights it does not take) the three ops.
+  Tensor gated_linear(const Tensor& x, const Tensor& w1, const Tensor& w3, double limit, RowRuns runs) override {
+    bool round1 = false, round3 = false;
+    float alpha1 = 1, alpha3 = 1;
+    const WeightRef r1 = weight_ref(w1, round1, &alpha1), r3 = weight_ref(w3, round3, &alpha3);
+    const std::vector<RowRange> ranges = kernel_ranges(runs, x.rows(), kTensorCoreMinRows);
+    const bool short_runs = std::none_of(ranges.begin(), ranges.end(), [&](const RowRange& r) { return tensor_cores(r.large); });
+    if (short_runs && round1 == round3 && x.row_numel() == r1.in) {
+      Tensor out = make({x.rows(), r1.out}, ElemType::f32);
+      if (cuda::gated_linear(r1, r3, x.data<float>(), x.rows(), round1, float(limit), out.data<float>(), stream()))
+        return out;
+    }
+    return Backend::gated_linear(x, w1, w3, limit, runs);
+  }
   Tensor rms_norm(const Tensor& x, const Tensor* weight, int64_t group, double eps) override {
     expect(x.numel() % group == 0, "rms_norm", "size is not a multiple of the group");
     Tensor out = make(x.shape(), ElemType::f32);

@@ -2,6 +2,8 @@
 
 #include <cooperative_groups.h>
 
+#include <tuple>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/row_dot.cuh"
@@ -85,10 +87,14 @@ MmaSplit mma_split(const WeightRef& w, int64_t groups, int split_k) {
   return s;
 }
 
-template <WeightFormat F, int NT, int P>
+// Gated: y = swiglu(x·waᵀ, x·wbᵀ) clamped at limit (the shared expert's w1 and w3): a row tile is
+// 16 rows of each matrix, m-tile 0 of wa and m-tile 1 of wb, with the chunk split of wa alone, so
+// every dot product adds in the order the ungated kernel uses and the result equals linear, linear
+// and swiglu bit for bit.
+template <WeightFormat F, int NT, int P, bool Gated>
 __global__ void __launch_bounds__(max_split(NT) * 32)
-    linear_mma_kernel(WeightRef w, const float* x, int64_t n, int64_t per_group, int64_t x_stride, int chunks, int splits,
-                      float* y) {
+    linear_mma_kernel(WeightRef w, WeightRef wb, float limit, const float* x, int64_t n, int64_t per_group,
+                      int64_t x_stride, int chunks, int splits, float* y) {
   extern __shared__ __align__(16) float red[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int64_t first = int64_t(blockIdx.z) * per_group, end = first + per_group;
@@ -97,7 +103,8 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
   constexpr int kTokens = tokens_per_tile<P>(NT);
   const int split = int(blockIdx.x % splits);
   const int64_t passes = (n + kTokens - 1) / kTokens, rest = blockIdx.x / splits, pass = rest % passes;
-  const int64_t o0 = first + rest / passes * 32;
+  constexpr int kTileRows = Gated ? 16 : 32;
+  const int64_t o0 = first + rest / passes * kTileRows;
   const int64_t t0 = pass * kTokens;
   const int tokens = int(min(int64_t(kTokens), n - t0));
   const int s_begin = chunks * split / splits, span = chunks * (split + 1) / splits - s_begin;
@@ -105,8 +112,8 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
   wait_for_inputs();
   allow_next_kernel();
   float acc[kMmaTiles][NT][4];
-  warp_mma_rows<F, NT, P, false>(w, w, o0, end, x + t0 * x_stride + int64_t(blockIdx.z) * w.in, x_stride, tokens,
-                                 c_begin, c_end, acc);
+  warp_mma_rows<F, NT, P, Gated>(w, Gated ? wb : w, o0, end, x + t0 * x_stride + int64_t(blockIdx.z) * w.in, x_stride,
+                                 tokens, c_begin, c_end, acc);
   split_k_sum<NT>(acc, red);
   if (splits > 1) {  // the cluster of this row tile's blocks: block 0 adds the others' sums in order
     __shared__ float cluster_sums[kMmaTiles * NT * 4 * 32];
@@ -136,6 +143,11 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
   if (warp != 0) return;
   float* out = y;
   const int g = lane / 4, t = lane % 4;
+  // the swiglu of swiglu_kernel (elementwise.cu), on the same two values
+  auto gate_up = [limit](float gate, float up) {
+    const float g = fminf(gate, limit), u = fminf(fmaxf(up, -limit), limit);
+    return g * (1.0f / (1.0f + expf(-g))) * u;
+  };
   if constexpr (P == kPartColumns) {  // a token's output: its three part columns, added in order
     __shared__ float columns[32][8 * NT + 1];
 #pragma unroll
@@ -145,61 +157,72 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
 #pragma unroll
         for (int i = 0; i < 4; ++i) columns[16 * r + g + 8 * (i / 2)][8 * j + 2 * t + i % 2] = acc[r][j][i];
     __syncwarp();
-    for (int e = lane; e < 32 * tokens; e += 32) {
-      const int row = e % 32, token = e / 32;
+    auto sum = [&](int row, int token) {
+      return columns[row][3 * token] + columns[row][3 * token + 1] + columns[row][3 * token + 2];
+    };
+    for (int e = lane; e < kTileRows * tokens; e += 32) {
+      const int row = e % kTileRows, token = e / kTileRows;
       const int64_t o = o0 + row;
-      if (o < end)
-        out[(t0 + token) * w.out + o] = columns[row][3 * token] + columns[row][3 * token + 1] + columns[row][3 * token + 2];
+      if (o >= end) continue;
+      if constexpr (Gated) out[(t0 + token) * w.out + o] = gate_up(sum(row, token), sum(16 + row, token));
+      else out[(t0 + token) * w.out + o] = sum(row, token);
     }
   } else {
 #pragma unroll
-    for (int r = 0; r < kMmaTiles; ++r)
+    for (int r = 0; r < (Gated ? 1 : kMmaTiles); ++r)
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int64_t o = o0 + 16 * r + g + 8 * (i / 2);
           const int token = 8 * j + 2 * t + i % 2;
-          if (o < end && token < tokens) out[(t0 + token) * w.out + o] = acc[r][j][i];
+          if (o >= end || token >= tokens) continue;
+          if constexpr (Gated) out[(t0 + token) * w.out + o] = gate_up(acc[0][j][i], acc[1][j][i]);
+          else out[(t0 + token) * w.out + o] = acc[r][j][i];
         }
   }
 }
 
 size_t reduction_bytes(int warps, int nt) { return size_t(warps - 1) * kMmaTiles * nt * 4 * 32 * sizeof(float); }
 
-template <WeightFormat F, int NT, int P>
-void launch_mma(const WeightRef& w, const float* x, int64_t n, int64_t groups, int split_k, float* y,
-                cudaStream_t stream) {
+// wb: the second matrix of a gated call (Gated), else unused.
+template <WeightFormat F, int NT, int P, bool Gated = false>
+void launch_mma(const WeightRef& w, const WeightRef& wb, float limit, const float* x, int64_t n, int64_t groups,
+                int split_k, float* y, cudaStream_t stream) {
   const int64_t per_group = w.out / groups;
   const int chunks = mma_chunks(F, w.in);
-  const int64_t row_tiles = (per_group + 31) / 32, passes = (n + tokens_per_tile<P>(NT) - 1) / tokens_per_tile<P>(NT);
-  const MmaSplit split = mma_split(w, groups, split_k);
+  const int64_t tile_rows = Gated ? 16 : 32;
+  const int64_t row_tiles = (per_group + tile_rows - 1) / tile_rows;
+  const int64_t passes = (n + tokens_per_tile<P>(NT) - 1) / tokens_per_tile<P>(NT);
+  const MmaSplit split = mma_split(w, groups, split_k);  // w's alone, gated or not
   const int warps = split.warps;
   if (warps > max_split(NT)) runtime_error("cuda linear: split ", warps, " too large");
   // the widest token tiles need more than the default 48 KB for the split-K partial sums
   if (reduction_bytes(warps, NT) > kReductionLimit)
-    TETRA_CUDA_CHECK(cudaFuncSetAttribute(linear_mma_kernel<F, NT, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(reduction_bytes(warps, NT))));
+    TETRA_CUDA_CHECK(cudaFuncSetAttribute(linear_mma_kernel<F, NT, P, Gated>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(reduction_bytes(warps, NT))));
   // The passes over the tokens of one row tile run side by side (adjacent block indices), so that
   // all but the first find the tile's weights in L2: the f32 head at 64 rows read its 1 GB once
   // per pass (4 passes of 21 tokens) when the pass was the slowest grid index.
   const unsigned grid_x = unsigned(row_tiles * split.blocks * passes);
-  launch_early_clustered(linear_mma_kernel<F, NT, P>, dim3(grid_x, 1, unsigned(groups)), dim3(warps * 32),
-                         unsigned(split.blocks), reduction_bytes(warps, NT), stream, w, x, n, per_group,
+  launch_early_clustered(linear_mma_kernel<F, NT, P, Gated>, dim3(grid_x, 1, unsigned(groups)), dim3(warps * 32),
+                         unsigned(split.blocks), reduction_bytes(warps, NT), stream, w, wb, limit, x, n, per_group,
                          groups * w.in, chunks, split.blocks, y);
 }
 
-template <WeightFormat F>
-void dispatch_tokens(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input, int split_k,
-                     float* y, cudaStream_t stream) {
+template <WeightFormat F, bool Gated = false>
+void dispatch_tokens(const WeightRef& w, const WeightRef& wb, float limit, const float* x, int64_t n, int64_t groups,
+                     bool round_input, int split_k, float* y, cudaStream_t stream) {
+  auto args = std::tie(w, wb, limit, x, n, groups, split_k, y, stream);
+  auto launch = [&](auto kernel_launch) { std::apply(kernel_launch, args); };
   if (!round_input) {  // f32 activations: three bf16 parts each, in columns of their own
-    if (n <= tokens_per_tile<kPartColumns>(1)) launch_mma<F, 1, kPartColumns>(w, x, n, groups, split_k, y, stream);
-    else if (n <= tokens_per_tile<kPartColumns>(3)) launch_mma<F, 3, kPartColumns>(w, x, n, groups, split_k, y, stream);
-    else launch_mma<F, 8, kPartColumns>(w, x, n, groups, split_k, y, stream);
-  } else if (n <= 8) launch_mma<F, 1, kRounded>(w, x, n, groups, split_k, y, stream);
-  else if (n <= 16) launch_mma<F, 2, kRounded>(w, x, n, groups, split_k, y, stream);
-  else if (n <= 32) launch_mma<F, 4, kRounded>(w, x, n, groups, split_k, y, stream);
-  else launch_mma<F, 8, kRounded>(w, x, n, groups, split_k, y, stream);
+    if (n <= tokens_per_tile<kPartColumns>(1)) launch(launch_mma<F, 1, kPartColumns, Gated>);
+    else if (n <= tokens_per_tile<kPartColumns>(3)) launch(launch_mma<F, 3, kPartColumns, Gated>);
+    else launch(launch_mma<F, 8, kPartColumns, Gated>);
+  } else if (n <= 8) launch(launch_mma<F, 1, kRounded, Gated>);
+  else if (n <= 16) launch(launch_mma<F, 2, kRounded, Gated>);
+  else if (n <= 32) launch(launch_mma<F, 4, kRounded, Gated>);
+  else launch(launch_mma<F, 8, kRounded, Gated>);
 }
 
 }  // namespace
@@ -212,23 +235,51 @@ void linear(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool 
   } else {
     switch (w.format) {
       case WeightFormat::dense:
-        dispatch_tokens<WeightFormat::dense>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        dispatch_tokens<WeightFormat::dense>(w, w, 0, x, n, groups, round_input_to_bf16, split_k, y, stream);
         break;
       case WeightFormat::fp8_block:
-        dispatch_tokens<WeightFormat::fp8_block>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        dispatch_tokens<WeightFormat::fp8_block>(w, w, 0, x, n, groups, round_input_to_bf16, split_k, y, stream);
         break;
       case WeightFormat::fp8_tensor:
-        dispatch_tokens<WeightFormat::fp8_tensor>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        dispatch_tokens<WeightFormat::fp8_tensor>(w, w, 0, x, n, groups, round_input_to_bf16, split_k, y, stream);
         break;
       case WeightFormat::mxfp4:
-        dispatch_tokens<WeightFormat::mxfp4>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        dispatch_tokens<WeightFormat::mxfp4>(w, w, 0, x, n, groups, round_input_to_bf16, split_k, y, stream);
         break;
       case WeightFormat::nvfp4:
-        dispatch_tokens<WeightFormat::nvfp4>(w, x, n, groups, round_input_to_bf16, split_k, y, stream);
+        dispatch_tokens<WeightFormat::nvfp4>(w, w, 0, x, n, groups, round_input_to_bf16, split_k, y, stream);
         break;
     }
   }
   TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+bool gated_linear(const WeightRef& w1, const WeightRef& w3, const float* x, int64_t n, bool round_input_to_bf16,
+                  float limit, float* y, cudaStream_t stream) {
+  if (!mma_rows_supported(w1, x, 1) || !mma_rows_supported(w3, x, 1) || w1.format != w3.format ||
+      w1.weight_dtype != w3.weight_dtype || w1.scale_dtype != w3.scale_dtype || w1.out != w3.out || w1.in != w3.in)
+    return false;
+  if (n == 0 || w1.out == 0) return true;
+  const float lim = limit > 0 ? limit : INFINITY;
+  switch (w1.format) {
+    case WeightFormat::dense:
+      dispatch_tokens<WeightFormat::dense, true>(w1, w3, lim, x, n, 1, round_input_to_bf16, 0, y, stream);
+      break;
+    case WeightFormat::fp8_block:
+      dispatch_tokens<WeightFormat::fp8_block, true>(w1, w3, lim, x, n, 1, round_input_to_bf16, 0, y, stream);
+      break;
+    case WeightFormat::fp8_tensor:
+      dispatch_tokens<WeightFormat::fp8_tensor, true>(w1, w3, lim, x, n, 1, round_input_to_bf16, 0, y, stream);
+      break;
+    case WeightFormat::mxfp4:
+      dispatch_tokens<WeightFormat::mxfp4, true>(w1, w3, lim, x, n, 1, round_input_to_bf16, 0, y, stream);
+      break;
+    case WeightFormat::nvfp4:
+      dispatch_tokens<WeightFormat::nvfp4, true>(w1, w3, lim, x, n, 1, round_input_to_bf16, 0, y, stream);
+      break;
+  }
+  TETRA_CUDA_CHECK(cudaGetLastError());
+  return true;
 }
 
 }  // namespace tetra::cuda

@@ -14,4 +14,11 @@ namespace tetra::cuda {
 void linear(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input_to_bf16, float* y,
             cudaStream_t stream, int split_k = 0);
 
+// y[n, w1.out] = swiglu(x·w1ᵀ, x·w3ᵀ), the gate clamped above at limit and the up value to ±limit
+// (limit <= 0: no clamp), in one launch; equal bit for bit to two linear() calls and swiglu.
+// Returns false, launching nothing, where the tensor-core kernels do not take the weights (or
+// w1 and w3 differ in layout): the caller then runs the three ops.
+bool gated_linear(const WeightRef& w1, const WeightRef& w3, const float* x, int64_t n, bool round_input_to_bf16,
+                  float limit, float* y, cudaStream_t stream);
+
 }  // namespace tetra::cuda
