@@ -361,7 +361,7 @@ TEST_F(CudaOps, HyperConnections) {
   for (int64_t dim : {64, 300, 2500}) {  // 2500: several ragged column blocks and mix slices
     c.dim = dim;
     const int64_t hc = c.hc_mult, flat = hc * dim, mix = (2 + hc) * hc;
-    for (int64_t n : {1, 5}) {
+    for (int64_t n : {1, 5, 300}) {  // 300: the finishing kernels' one-block-a-row path
       const auto h = random_values(size_t(n * flat), rng), fn = random_values(size_t(mix * flat), rng, 0.05f);
       const auto base = random_values(size_t(mix), rng), scale = random_values(3, rng);
       const auto y = random_values(size_t(n * dim), rng);
@@ -380,6 +380,19 @@ TEST_F(CudaOps, HyperConnections) {
                                     b.upload(std::vector<float>(scale.begin(), scale.begin() + 1), {1}), c));
       };
       EXPECT_LT(relative_difference(head(*be->gpu), head(*be->cpu)), kF32Tolerance) << "hc_head dim " << dim;
+      if (n > 1) {  // a row's results do not depend on how many rows share the launch: bit for bit
+        Backend& g = *be->gpu;
+        auto first_row = [&](int64_t rows) {
+          const MixWeights m = g.hc_pre(g.upload(std::vector<float>(h.begin(), h.begin() + rows * flat), {rows, flat}),
+                                        g.upload(fn, {mix, flat}), g.upload(base, {mix}), g.upload(scale, {3}), c);
+          std::vector<float> x = g.download(m.x), comb = g.download(m.comb);
+          x.resize(size_t(dim));
+          comb.resize(size_t(hc * hc));
+          x.insert(x.end(), comb.begin(), comb.end());
+          return x;
+        };
+        EXPECT_EQ(first_row(1), first_row(n)) << "hc_pre row 0 alone and among " << n << " rows, dim " << dim;
+      }
     }
   }
 }
