@@ -315,18 +315,18 @@ TEST_F(CudaOps, LinearQuantizedLargeShapes) {
 
 // ---- norms, rope, element-wise
 TEST_F(CudaOps, NormRopeAndElementwise) {
-  for (int64_t group : {1, 7, 64, 1000, 6000}) {
-    const int64_t runs = 5;
-    const auto x = random_values(size_t(runs * group), rng, 3.0f);
-    const auto wt = random_values(size_t(group), rng);
-    for (bool with_weight : {false, true}) {
-      auto op = [&](Backend& b) {
-        const Tensor w = b.upload(wt, {group});
-        return b.download(b.rms_norm(b.upload(x, {runs, group}), with_weight ? &w : nullptr, group, 1e-6));
-      };
-      EXPECT_LT(relative_difference(op(*be->gpu), op(*be->cpu)), kF32Tolerance) << "rms_norm group " << group;
+  for (int64_t group : {1, 7, 64, 1000, 6000})  // up to 1024: a warp per run; beyond: a block
+    for (int64_t runs : {5, 20}) {
+      const auto x = random_values(size_t(runs * group), rng, 3.0f);
+      const auto wt = random_values(size_t(group), rng);
+      for (bool with_weight : {false, true}) {
+        auto op = [&](Backend& b) {
+          const Tensor w = b.upload(wt, {group});
+          return b.download(b.rms_norm(b.upload(x, {runs, group}), with_weight ? &w : nullptr, group, 1e-6));
+        };
+        EXPECT_LT(relative_difference(op(*be->gpu), op(*be->cpu)), kF32Tolerance) << "rms_norm group " << group;
+      }
     }
-  }
   for (int64_t rows : {1, 6}) {
     const int64_t heads = 3, head_dim = 64, half = 8;
     const auto x = random_values(size_t(rows * heads * head_dim), rng);
