@@ -17,11 +17,11 @@ constexpr int kThreads = 256;
 // one row spreads over 32 multiprocessors.
 constexpr int64_t kSliceLength = 256;
 constexpr int kSliceWarps = 2;  // slices per block of the mix pass
-// Output columns per block of the finishing kernels: a row over several blocks for few rows, one
-// block a row (each block redoes the row's coefficients) from kWholeRowsFrom rows on.
+// Output columns per block of the finishing kernels: for few rows a row spreads over several
+// blocks (each redoing the row's coefficients), from kWholeRowsFrom rows on one block a row.
 constexpr int64_t kDimPerBlock = 1024;
 constexpr int64_t kWholeRowsFrom = 256;
-constexpr int64_t kMaxSlices = 128;         // hc·dim up to 32768
+constexpr int64_t kMaxSlices = 128;  // hc·dim up to 32768
 
 __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
