@@ -347,18 +347,18 @@ TEST_F(CudaOps, LinearQuantizedLargeShapes) {
 
 // ---- norms, rope, element-wise
 TEST_F(CudaOps, NormRopeAndElementwise) {
-  for (int64_t group : {1, 7, 64, 1000, 6000}) {
-    const int64_t runs = 5;
-    const auto x = random_values(size_t(runs * group), rng, 3.0f);
-    const auto wt = random_values(size_t(group), rng);
-    for (bool with_weight : {false, true}) {
-      auto op = [&](Backend& b) {
-        const Tensor w = b.upload(wt, {group});
-        return b.download(b.rms_norm(b.upload(x, {runs, group}), with_weight ? &w : nullptr, group, 1e-6));
-      };
-      EXPECT_LT(relative_difference(op(*be->gpu), op(*be->cpu)), kF32Tolerance) << "rms_norm group " << group;
+  for (int64_t group : {1, 7, 64, 1000, 6000})  // up to 1024: a warp per run; beyond: a block
+    for (int64_t runs : {5, 20}) {
+      const auto x = random_values(size_t(runs * group), rng, 3.0f);
+      const auto wt = random_values(size_t(group), rng);
+      for (bool with_weight : {false, true}) {
+        auto op = [&](Backend& b) {
+          const Tensor w = b.upload(wt, {group});
+          return b.download(b.rms_norm(b.upload(x, {runs, group}), with_weight ? &w : nullptr, group, 1e-6));
+        };
+        EXPECT_LT(relative_difference(op(*be->gpu), op(*be->cpu)), kF32Tolerance) << "rms_norm group " << group;
+      }
     }
-  }
   for (int64_t rows : {1, 6}) {
     const int64_t heads = 3, head_dim = 64, half = 8;
     const auto x = random_values(size_t(rows * heads * head_dim), rng);
@@ -421,7 +421,7 @@ TEST_F(CudaOps, HyperConnections) {
   for (int64_t dim : {64, 300, 2500}) {  // 2500: several ragged column blocks and mix slices
     c.dim = dim;
     const int64_t hc = c.hc_mult, flat = hc * dim, mix = (2 + hc) * hc;
-    for (int64_t n : {1, 5}) {
+    for (int64_t n : {1, 5, 300}) {  // 300: the finishing kernels' one-block-a-row path
       const auto h = random_values(size_t(n * flat), rng), fn = random_values(size_t(mix * flat), rng, 0.05f);
       const auto base = random_values(size_t(mix), rng), scale = random_values(3, rng);
       const auto y = random_values(size_t(n * dim), rng);
@@ -440,6 +440,19 @@ TEST_F(CudaOps, HyperConnections) {
                                     b.upload(std::vector<float>(scale.begin(), scale.begin() + 1), {1}), c));
       };
       EXPECT_LT(relative_difference(head(*be->gpu), head(*be->cpu)), kF32Tolerance) << "hc_head dim " << dim;
+      if (n > 1) {  // a row's results do not depend on how many rows share the launch: bit for bit
+        Backend& g = *be->gpu;
+        auto first_row = [&](int64_t rows) {
+          const MixWeights m = g.hc_pre(g.upload(std::vector<float>(h.begin(), h.begin() + rows * flat), {rows, flat}),
+                                        g.upload(fn, {mix, flat}), g.upload(base, {mix}), g.upload(scale, {3}), c);
+          std::vector<float> x = g.download(m.x), comb = g.download(m.comb);
+          x.resize(size_t(dim));
+          comb.resize(size_t(hc * hc));
+          x.insert(x.end(), comb.begin(), comb.end());
+          return x;
+        };
+        EXPECT_EQ(first_row(1), first_row(n)) << "hc_pre row 0 alone and among " << n << " rows, dim " << dim;
+      }
     }
   }
 }

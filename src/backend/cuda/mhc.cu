@@ -10,59 +10,68 @@ namespace {
 constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
 constexpr int kSums = kMaxMix + 1;  // the mixes' dot products, then Σv²
 constexpr int kThreads = 256;
-// The mix pass splits each row into slices of a fixed length, one block per (rows, slice), so a
+// The mix pass splits each row into slices of a fixed length, one warp per (rows, slice), so a
 // decode step's single row spreads over the GPU; the slices' partial sums are added in slice
 // order by the finishing kernels, the same order whatever the batch.
-// 256 values: one per thread, and 64 blocks for a V4-Flash row (32 blocks of 512 took 7 µs).
+// 256 values: 64 warps for a V4-Flash row (32 blocks of 512 took 7 µs), two to a block so that
+// one row spreads over 32 multiprocessors.
 constexpr int64_t kSliceLength = 256;
-constexpr int64_t kDimPerBlock = 1024;  // output columns per block of the finishing kernels
-constexpr int64_t kMaxSlices = 128;     // hc·dim up to 32768
+constexpr int kSliceWarps = 2;  // slices per block of the mix pass
+constexpr int kFewRowGroups = 5;  // groups of products in the mix pass below 4 rows
+// Output columns per block of the finishing kernels: for few rows a row spreads over several
+// blocks (each redoing the row's coefficients), from kWholeRowsFrom rows on one block a row.
+constexpr int64_t kDimPerBlock = 1024;
+constexpr int64_t kWholeRowsFrom = 256;
+constexpr int64_t kMaxSlices = 128;  // hc·dim up to 32768
 
 __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 int64_t slice_count(const HcParams& p) { return (p.hc * p.dim + kSliceLength - 1) / kSliceLength; }
 
 // partial[r][slice][k] = Σ over the slice of fn[k]·v (k < mix), and of v² at k = kMaxMix, for
-// Rows rows per block (the rows share each fn load; a row's sums do not depend on its neighbours).
+// Rows rows per warp (the rows share each fn load; a row's sums do not depend on its neighbours).
+// Lane l adds the slice's values l, l + 32, ... in order, then one warp-wide sum per k: a fixed
+// order per slice. (A block of 256 threads per slice, one value a thread, spent 8 warp-wide sums
+// per k and row and took 4.6 ms over 8192 rows, mostly shuffles.) gridDim.z groups of products:
+// group z computes the sums k with k % gridDim.z == z, each the same arithmetic whatever the
+// grouping; a decode row (one warp per slice: 8 dependent steps and 25 warp-wide sums, 17 µs)
+// takes 5 groups.
 template <int Rows>
-__global__ void __launch_bounds__(kThreads)
-    hc_mix_kernel(const float* h, const float* fn, int64_t n, int mix, int64_t flat, float* partial) {
+__global__ void __launch_bounds__(kSliceWarps * 32)
+    hc_mix_kernel(const float* h, const float* fn, int64_t n, int mix, int64_t flat, int64_t slices, float* partial) {
   allow_next_kernel();
-  __shared__ float warp_sums[kThreads / 32][Rows][kSums];
-  const int64_t r0 = int64_t(blockIdx.x) * Rows, slice = blockIdx.y, slices = gridDim.y;
+  const int lane = threadIdx.x & 31, group = int(blockIdx.z), groups = int(gridDim.z);
+  const int64_t r0 = int64_t(blockIdx.x) * Rows, slice = int64_t(blockIdx.y) * kSliceWarps + threadIdx.x / 32;
+  if (slice >= slices) return;
+  const bool squares = kMaxMix % groups == group;  // this group adds Σv²
   const int64_t begin = slice * kSliceLength, end = min(begin + kSliceLength, flat);
   float dots[Rows][kSums] = {};
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+#pragma unroll(Rows == 1 ? kSliceLength / 32 : 4)
+  for (int step = 0; step < kSliceLength / 32; ++step) {
+    const int64_t i = begin + lane + 32 * step;
+    if (i >= end) break;
     float x[Rows];
 #pragma unroll
     for (int j = 0; j < Rows; ++j) {
       x[j] = r0 + j < n ? h[(r0 + j) * flat + i] : 0.0f;
-      dots[j][kMaxMix] = fmaf(x[j], x[j], dots[j][kMaxMix]);
+      if (squares) dots[j][kMaxMix] = fmaf(x[j], x[j], dots[j][kMaxMix]);
     }
 #pragma unroll
     for (int k = 0; k < kMaxMix; ++k)
-      if (k < mix) {
+      if (k < mix && k % groups == group) {
         const float w = fn[k * flat + i];
 #pragma unroll
         for (int j = 0; j < Rows; ++j) dots[j][k] = fmaf(w, x[j], dots[j][k]);
       }
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
 #pragma unroll
   for (int j = 0; j < Rows; ++j)
 #pragma unroll
     for (int k = 0; k < kSums; ++k) {
-      const float v = warp_sum(dots[j][k]);
-      if (lane == 0) warp_sums[warp][j][k] = v;
+      if (k % groups != group) continue;
+      const float v = k < mix || k == kMaxMix ? warp_sum(dots[j][k]) : 0.0f;  // unused sums: zeros
+      if (lane == 0 && r0 + j < n) partial[((r0 + j) * slices + slice) * kSums + k] = v;
     }
-  __syncthreads();
-  for (int t = threadIdx.x; t < Rows * kSums; t += blockDim.x) {
-    const int j = t / kSums, k = t % kSums;
-    if (r0 + j >= n) continue;
-    float s = 0;
-    for (int w = 0; w < kThreads / 32; ++w) s += warp_sums[w][j][k];
-    partial[((r0 + j) * slices + slice) * kSums + k] = s;
-  }
 }
 
 // mixes[k] = (fn[k] · v) · rsqrt(mean(v²) + eps) for k < mix, from row r's slice sums (block-wide):
@@ -85,8 +94,8 @@ __device__ void gather_mixes(const float* partial, int64_t r, int64_t slices, in
 }
 
 // x[r, k] = Σ_i pre[i]·h[r, i, k] over this block's columns
-__device__ void mix_streams(const float* v, const float* pre, int hc, int64_t dim, float* x) {
-  const int64_t begin = int64_t(blockIdx.y) * kDimPerBlock, end = min(begin + kDimPerBlock, dim);
+__device__ void mix_streams(const float* v, const float* pre, int hc, int64_t dim, int64_t columns, float* x) {
+  const int64_t begin = int64_t(blockIdx.y) * columns, end = min(begin + columns, dim);
   for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
     float s = 0;
     for (int i = 0; i < hc; ++i) s += pre[i] * v[i * dim + k];
@@ -99,7 +108,7 @@ __device__ void mix_streams(const float* v, const float* pre, int hc, int64_t di
 template <int HC>
 __global__ void __launch_bounds__(kThreads)
     hc_pre_finish_kernel(const float* h, const float* partial, int64_t slices, const float* base, const float* scale,
-                         HcParams p, float* x, float* post, float* comb) {
+                         HcParams p, int64_t columns, float* x, float* post, float* comb) {
   allow_next_kernel();
   __shared__ float mixes[kMaxMix];
   __shared__ float pre[HC];
@@ -140,12 +149,12 @@ __global__ void __launch_bounds__(kThreads)
     if (blockIdx.y == 0 && lane < HC * HC) comb[r * HC * HC + l] = c;
   }
   __syncthreads();
-  mix_streams(h + r * flat, pre, HC, p.dim, x + r * p.dim);
+  mix_streams(h + r * flat, pre, HC, p.dim, columns, x + r * p.dim);
 }
 
 __global__ void __launch_bounds__(kThreads)
     hc_head_finish_kernel(const float* h, const float* partial, int64_t slices, const float* base, const float* scale,
-                          HcParams p, float* x) {
+                          HcParams p, int64_t columns, float* x) {
   allow_next_kernel();
   __shared__ float mixes[kMaxMix];
   __shared__ float pre[kMaxHc];
@@ -154,18 +163,30 @@ __global__ void __launch_bounds__(kThreads)
   gather_mixes(partial, r, slices, hc, flat, p.norm_eps, mixes);
   if (threadIdx.x < hc) pre[threadIdx.x] = sigmoid(mixes[threadIdx.x] * scale[0] + base[threadIdx.x]) + p.hc_eps;
   __syncthreads();
-  mix_streams(h + r * flat, pre, hc, p.dim, x + r * p.dim);
+  mix_streams(h + r * flat, pre, hc, p.dim, columns, x + r * p.dim);
 }
 
-__global__ void hc_post_kernel(const float* h, const float* y, const float* post, const float* comb, int64_t n, int64_t hc,
+// One thread per (row, column): reads the column's hc stream values and y once and writes its hc
+// outputs (a thread per output re-read every stream value hc times: 27% of copy bandwidth at
+// 8192 rows). Each output adds the same terms in the same order as before.
+template <int HC>
+__global__ void hc_post_kernel(const float* h, const float* y, const float* post, const float* comb, int64_t n,
                                int64_t dim, float* out) {
   allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (k >= n * hc * dim) return;
-  const int64_t d = k % dim, j = (k / dim) % hc, r = k / (dim * hc);
-  float s = post[r * hc + j] * y[r * dim + d];
-  for (int64_t i = 0; i < hc; ++i) s += comb[(r * hc + i) * hc + j] * h[(r * hc + i) * dim + d];
-  out[k] = s;
+  if (k >= n * dim) return;
+  const int64_t d = k % dim, r = k / dim;
+  float v[HC];
+#pragma unroll
+  for (int i = 0; i < HC; ++i) v[i] = h[(r * HC + i) * dim + d];
+  const float yv = y[r * dim + d];
+#pragma unroll
+  for (int j = 0; j < HC; ++j) {
+    float s = post[r * HC + j] * yv;
+#pragma unroll
+    for (int i = 0; i < HC; ++i) s += comb[(r * HC + i) * HC + j] * v[i];
+    out[(r * HC + j) * dim + d] = s;
+  }
 }
 
 void check_hc(const HcParams& p) {
@@ -174,20 +195,23 @@ void check_hc(const HcParams& p) {
     runtime_error("cuda mHC: hc_mult·dim ", p.hc * p.dim, " is above ", kMaxSlices * kSliceLength);
 }
 
-// The mix pass over n rows: Rows per block once there are enough rows to share the fn loads.
+// The mix pass over n rows: Rows per warp once there are enough rows to share the fn loads.
 void launch_mix(const float* h, const float* fn, int64_t n, int mix, const HcParams& p, float* partial,
                 cudaStream_t stream) {
-  const int64_t flat = p.hc * p.dim;
-  const unsigned slices = unsigned(slice_count(p));
+  const int64_t flat = p.hc * p.dim, slices = slice_count(p);
+  const unsigned slice_blocks = unsigned((slices + kSliceWarps - 1) / kSliceWarps);
   if (n < 4)
-    hc_mix_kernel<1><<<dim3(unsigned(n), slices), kThreads, 0, stream>>>(h, fn, n, mix, flat, partial);
+    hc_mix_kernel<1><<<dim3(unsigned(n), slice_blocks, kFewRowGroups), kSliceWarps * 32, 0, stream>>>(
+        h, fn, n, mix, flat, slices, partial);
   else
-    hc_mix_kernel<4><<<dim3(unsigned((n + 3) / 4), slices), kThreads, 0, stream>>>(h, fn, n, mix, flat, partial);
+    hc_mix_kernel<4><<<dim3(unsigned((n + 3) / 4), slice_blocks), kSliceWarps * 32, 0, stream>>>(
+        h, fn, n, mix, flat, slices, partial);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
+int64_t finish_columns(int64_t n, const HcParams& p) { return n >= kWholeRowsFrom ? p.dim : kDimPerBlock; }
 dim3 finish_grid(int64_t n, const HcParams& p) {
-  return dim3(unsigned(n), unsigned((p.dim + kDimPerBlock - 1) / kDimPerBlock));
+  return dim3(unsigned(n), unsigned((p.dim + finish_columns(n, p) - 1) / finish_columns(n, p)));
 }
 
 }  // namespace
@@ -200,7 +224,8 @@ void hc_pre(const float* h, const float* fn, const float* base, const float* sca
   if (n == 0) return;
   launch_mix(h, fn, n, int((2 + p.hc) * p.hc), p, scratch, stream);
   auto finish = [&](auto kernel) {
-    kernel<<<finish_grid(n, p), kThreads, 0, stream>>>(h, scratch, slice_count(p), base, scale, p, x, post, comb);
+    kernel<<<finish_grid(n, p), kThreads, 0, stream>>>(h, scratch, slice_count(p), base, scale, p,
+                                                       finish_columns(n, p), x, post, comb);
   };
   switch (p.hc) {
     case 1: finish(hc_pre_finish_kernel<1>); break;
@@ -213,9 +238,17 @@ void hc_pre(const float* h, const float* fn, const float* base, const float* sca
 
 void hc_post(const float* h, const float* y, const float* post, const float* comb, int64_t n, int64_t hc, int64_t dim,
              float* out, cudaStream_t stream) {
-  const int64_t total = n * hc * dim;
+  if (hc < 1 || hc > kMaxHc) runtime_error("cuda mHC: hc_mult ", hc, " is not supported (at most ", kMaxHc, ")");
+  const int64_t total = n * dim;
   if (total == 0) return;
-  hc_post_kernel<<<unsigned((total + 255) / 256), 256, 0, stream>>>(h, y, post, comb, n, hc, dim, out);
+  const unsigned blocks = unsigned((total + 255) / 256);
+  auto post_kernel = [&](auto kernel) { kernel<<<blocks, 256, 0, stream>>>(h, y, post, comb, n, dim, out); };
+  switch (hc) {
+    case 1: post_kernel(hc_post_kernel<1>); break;
+    case 2: post_kernel(hc_post_kernel<2>); break;
+    case 3: post_kernel(hc_post_kernel<3>); break;
+    default: post_kernel(hc_post_kernel<4>); break;
+  }
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -224,7 +257,8 @@ void hc_head(const float* h, const float* fn, const float* base, const float* sc
   check_hc(p);
   if (n == 0) return;
   launch_mix(h, fn, n, int(p.hc), p, scratch, stream);
-  hc_head_finish_kernel<<<finish_grid(n, p), kThreads, 0, stream>>>(h, scratch, slice_count(p), base, scale, p, x);
+  hc_head_finish_kernel<<<finish_grid(n, p), kThreads, 0, stream>>>(h, scratch, slice_count(p), base, scale, p,
+                                                                     finish_columns(n, p), x);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
