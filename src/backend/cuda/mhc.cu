@@ -10,14 +10,11 @@ namespace {
 constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
 constexpr int kSums = kMaxMix + 1;  // the mixes' dot products, then Σv²
 constexpr int kThreads = 256;
-// The mix pass splits each row into slices of a fixed length, one warp per (rows, slice), so a
+// The mix pass splits each row into slices of a fixed length, one block per (rows, slice), so a
 // decode step's single row spreads over the GPU; the slices' partial sums are added in slice
 // order by the finishing kernels, the same order whatever the batch.
-// 256 values: 64 warps for a V4-Flash row (32 blocks of 512 took 7 µs), two to a block so that
-// one row spreads over 32 multiprocessors.
+// 256 values: one per thread, and 64 blocks for a V4-Flash row (32 blocks of 512 took 7 µs).
 constexpr int64_t kSliceLength = 256;
-constexpr int kSliceWarps = 2;  // slices per block of the mix pass
-constexpr int kFewRowGroups = 5;  // groups of products in the mix pass below 4 rows
 // Output columns per block of the finishing kernels: for few rows a row spreads over several
 // blocks (each redoing the row's coefficients), from kWholeRowsFrom rows on one block a row.
 constexpr int64_t kDimPerBlock = 1024;
@@ -29,49 +26,46 @@ __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 int64_t slice_count(const HcParams& p) { return (p.hc * p.dim + kSliceLength - 1) / kSliceLength; }
 
 // partial[r][slice][k] = Σ over the slice of fn[k]·v (k < mix), and of v² at k = kMaxMix, for
-// Rows rows per warp (the rows share each fn load; a row's sums do not depend on its neighbours).
-// Lane l adds the slice's values l, l + 32, ... in order, then one warp-wide sum per k: a fixed
-// order per slice. (A block of 256 threads per slice, one value a thread, spent 8 warp-wide sums
-// per k and row and took 4.6 ms over 8192 rows, mostly shuffles.) gridDim.z groups of products:
-// group z computes the sums k with k % gridDim.z == z, each the same arithmetic whatever the
-// grouping; a decode row (one warp per slice: 8 dependent steps and 25 warp-wide sums, 17 µs)
-// takes 5 groups.
+// Rows rows per block (the rows share each fn load; a row's sums do not depend on its neighbours).
 template <int Rows>
-__global__ void __launch_bounds__(kSliceWarps * 32)
-    hc_mix_kernel(const float* h, const float* fn, int64_t n, int mix, int64_t flat, int64_t slices, float* partial) {
+__global__ void __launch_bounds__(kThreads)
+    hc_mix_kernel(const float* h, const float* fn, int64_t n, int mix, int64_t flat, float* partial) {
   allow_next_kernel();
-  const int lane = threadIdx.x & 31, group = int(blockIdx.z), groups = int(gridDim.z);
-  const int64_t r0 = int64_t(blockIdx.x) * Rows, slice = int64_t(blockIdx.y) * kSliceWarps + threadIdx.x / 32;
-  if (slice >= slices) return;
-  const bool squares = kMaxMix % groups == group;  // this group adds Σv²
+  __shared__ float warp_sums[kThreads / 32][Rows][kSums];
+  const int64_t r0 = int64_t(blockIdx.x) * Rows, slice = blockIdx.y, slices = gridDim.y;
   const int64_t begin = slice * kSliceLength, end = min(begin + kSliceLength, flat);
   float dots[Rows][kSums] = {};
-#pragma unroll(Rows == 1 ? kSliceLength / 32 : 4)
-  for (int step = 0; step < kSliceLength / 32; ++step) {
-    const int64_t i = begin + lane + 32 * step;
-    if (i >= end) break;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     float x[Rows];
 #pragma unroll
     for (int j = 0; j < Rows; ++j) {
       x[j] = r0 + j < n ? h[(r0 + j) * flat + i] : 0.0f;
-      if (squares) dots[j][kMaxMix] = fmaf(x[j], x[j], dots[j][kMaxMix]);
+      dots[j][kMaxMix] = fmaf(x[j], x[j], dots[j][kMaxMix]);
     }
 #pragma unroll
     for (int k = 0; k < kMaxMix; ++k)
-      if (k < mix && k % groups == group) {
+      if (k < mix) {
         const float w = fn[k * flat + i];
 #pragma unroll
         for (int j = 0; j < Rows; ++j) dots[j][k] = fmaf(w, x[j], dots[j][k]);
       }
   }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
 #pragma unroll
   for (int j = 0; j < Rows; ++j)
 #pragma unroll
     for (int k = 0; k < kSums; ++k) {
-      if (k % groups != group) continue;
-      const float v = k < mix || k == kMaxMix ? warp_sum(dots[j][k]) : 0.0f;  // unused sums: zeros
-      if (lane == 0 && r0 + j < n) partial[((r0 + j) * slices + slice) * kSums + k] = v;
+      const float v = warp_sum(dots[j][k]);
+      if (lane == 0) warp_sums[warp][j][k] = v;
     }
+  __syncthreads();
+  for (int t = threadIdx.x; t < Rows * kSums; t += blockDim.x) {
+    const int j = t / kSums, k = t % kSums;
+    if (r0 + j >= n) continue;
+    float s = 0;
+    for (int w = 0; w < kThreads / 32; ++w) s += warp_sums[w][j][k];
+    partial[((r0 + j) * slices + slice) * kSums + k] = s;
+  }
 }
 
 // mixes[k] = (fn[k] · v) · rsqrt(mean(v²) + eps) for k < mix, from row r's slice sums (block-wide):
@@ -195,17 +189,15 @@ void check_hc(const HcParams& p) {
     runtime_error("cuda mHC: hc_mult·dim ", p.hc * p.dim, " is above ", kMaxSlices * kSliceLength);
 }
 
-// The mix pass over n rows: Rows per warp once there are enough rows to share the fn loads.
+// The mix pass over n rows: Rows per block once there are enough rows to share the fn loads.
 void launch_mix(const float* h, const float* fn, int64_t n, int mix, const HcParams& p, float* partial,
                 cudaStream_t stream) {
-  const int64_t flat = p.hc * p.dim, slices = slice_count(p);
-  const unsigned slice_blocks = unsigned((slices + kSliceWarps - 1) / kSliceWarps);
+  const int64_t flat = p.hc * p.dim;
+  const unsigned slices = unsigned(slice_count(p));
   if (n < 4)
-    hc_mix_kernel<1><<<dim3(unsigned(n), slice_blocks, kFewRowGroups), kSliceWarps * 32, 0, stream>>>(
-        h, fn, n, mix, flat, slices, partial);
+    hc_mix_kernel<1><<<dim3(unsigned(n), slices), kThreads, 0, stream>>>(h, fn, n, mix, flat, partial);
   else
-    hc_mix_kernel<4><<<dim3(unsigned((n + 3) / 4), slice_blocks), kSliceWarps * 32, 0, stream>>>(
-        h, fn, n, mix, flat, slices, partial);
+    hc_mix_kernel<4><<<dim3(unsigned((n + 3) / 4), slices), kThreads, 0, stream>>>(h, fn, n, mix, flat, partial);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
