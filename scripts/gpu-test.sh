@@ -56,7 +56,10 @@ if [ "$part" != sanitize ]; then
   step "GPU tests" 600 ctest --test-dir build-gpu --output-on-failure -L gpu -V
   grep -E "^[0-9]+: (f32|bf16|tetra logits|device:)|FAILED|Failure|Expected|Which is|Skipped" "$log" | grep -v "^--" | head -60
   if [ "${TETRA_GPU_ONLY:-0}" != 1 ]; then
-    step "CPU tests" 900 ctest --test-dir build-gpu --output-on-failure -j 8 -LE "slow|gpu"
+    # 8 tests at once, each with its share of the cores (libgomp's spinning waits make
+    # oversubscribed OpenMP processes crawl)
+    step "CPU tests" 900 env OMP_NUM_THREADS=$(($(nproc) / 8 > 0 ? $(nproc) / 8 : 1)) \
+      ctest --test-dir build-gpu --output-on-failure -j 8 -LE "slow|gpu"
     step "slow CPU tests" 900 ctest --test-dir build-gpu --output-on-failure -L slow -LE gpu -E "server\."
   fi
   STEP_ECHO=1 step "demo model: cuda vs cpu" 600 env TETRA=build-gpu/src/tetra tools/cuda_demo_parity.sh

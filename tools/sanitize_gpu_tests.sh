@@ -2,11 +2,12 @@
 # Runs compute-sanitizer's memcheck and racecheck over every test of the GPU test binaries, JOBS
 # processes at once, spread over the GPUs, plus memcheck over `tetra logits --device cuda`. A job
 # is one (tool, binary, shard): SHARDS shards of each binary's tests (gtest sharding), or one job
-# per test when SHARDS is 0. The cost is per kernel launch: measured 2026-11-30 on an H200, four
-# processes at once, memcheck took 3 s for a 24-token golden prefill and 64 s for the same tokens
-# as decode steps (about 17 ms a launch; racecheck 1.5x that). Processes sharing a GPU beyond
-# about four slow each other down far more than in proportion (eight per GPU: 440 s a test), so
-# keep JOBS near four per GPU.
+# per test when SHARDS is 0. Each process gets OMP_NUM_THREADS = cores / JOBS and passive OpenMP
+# waits: with the default (every process as many threads as cores, spinning while they wait)
+# eight processes slowed each other to 100-440 s per whole-model test; with this setting
+# (2026-11-30, H200 x2, 8 jobs) memcheck takes 2-7 s for one and racecheck 29-39 s, the graph
+# tests' racecheck ~100 s: the 20 jobs left open that day took 115 s. Sanitizer cost is still
+# per kernel launch, so decode steps cost the most.
 # Each job's output goes to DIR/<tool>.<binary>.<shard or test>.log; prints one line per job:
 # clean with its time, what it found, or that it did not finish inside JOB_SECONDS; exits non-zero
 # if any job found something or did not finish.
@@ -39,6 +40,9 @@ export TETRA_GOLDEN_MAX_TOKENS=${TETRA_GOLDEN_MAX_TOKENS:-16}
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || gpus=1
 [ "$gpus" -ge 1 ] || gpus=1
 [ "$jobs" -gt 0 ] || jobs=$((4 * gpus))
+cores=$(nproc)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$((cores / jobs > 0 ? cores / jobs : 1))}
 list_jobs() {
   for b in $binaries; do
     local tests count
