@@ -24,9 +24,12 @@ test_pattern=${TETRA_SANITIZE_TESTS:-.}
 binaries=${TETRA_SANITIZE_BINARIES:-cuda_forward_test cuda_ops_test cuda_graph_test cuda_dequantize_test}
 # racecheck reports hazards inside cuBLAS's own GEMM kernels (nvjet_*, the 65+-row path; 48 in
 # CudaOps.LinearQuantizedLargeShapes on 2026-11-30): vendor code, not checked here. Every tetra
-# kernel still is. The filter is used only where this compute-sanitizer accepts it.
+# kernel still is. The filter is used only where this compute-sanitizer accepts it, and not with
+# TETRA_SANITIZE_RACE_ALL=1 (to tell a sanitizer failure with the filter from one without it).
 race_filter=()
-if compute-sanitizer --help 2>&1 | grep -q -- --kernel-name-exclude; then
+if [ "${TETRA_SANITIZE_RACE_ALL:-0}" = 1 ]; then
+  echo "note: racecheck instruments cuBLAS kernels too (TETRA_SANITIZE_RACE_ALL=1)"
+elif compute-sanitizer --help 2>&1 | grep -q -- --kernel-name-exclude; then
   race_filter=(--kernel-name-exclude kns=nvjet)
 else
   echo "note: this compute-sanitizer has no --kernel-name-exclude; cuBLAS kernels are racechecked too"
