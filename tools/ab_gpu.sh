@@ -3,8 +3,8 @@
 # (B, C, ...: one patch each, not cumulative), built in one build directory (a variant rebuilds
 # only what its patch touches) and measured back to back on the same card, in one device call.
 # Per variant: the GPU tests (patched variants only; TETRA_AB_TESTS=0 skips them), `tetra bench`
-# (20 layers of V4-Flash, batch 1 and 32 at 4k, a prefill of 8192), the linear and small-ops
-# kernel benches. Logs and JSON go to /tmp/tetra-ab/<variant>/, packed into $OUT/ab.tar.gz after
+# (20 layers of V4-Flash, batch 1 and 32 at 4k, a prefill of 8192), the linear, small-ops and
+# attention kernel benches. Logs and JSON go to /tmp/tetra-ab/<variant>/, packed into $OUT/ab.tar.gz after
 # each variant when $OUT is set (a device call returns only a few files); a table of the headline
 # figures comes last. Make a patch here with `git diff main...BRANCH > .gpu_carry/x.patch`.
 # Usage: tools/ab_gpu.sh [PATCH...]
@@ -41,6 +41,7 @@ measure() {
     "${prefill_args[@]}" --steps 5 --json "$dir/tetra.json" >"$dir/tetra.log" 2>&1 || echo "$name: tetra bench failed"
   timeout 60 build-gpu/bench/tetra_cuda_linear_bench --json "$dir/linear.json" >"$dir/linear.txt" 2>&1
   timeout 60 build-gpu/bench/tetra_cuda_small_ops_bench >"$dir/small_ops.txt" 2>&1
+  timeout 60 build-gpu/bench/tetra_cuda_attention_bench --json "$dir/attn.json" >"$dir/attn.txt" 2>&1
   echo "== $name measured at $SECONDS s"
   [ -n "${OUT:-}" ] && tar -czf "$OUT/ab.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
   return 0
@@ -79,7 +80,12 @@ def summary(name):
         return {}
     m = re.search(r"gemm_m1_min_bw_fraction=([\d.]+)", text)
     return {"gemm m1 min bw": float(m.group(1))} if m else {}
-rows = {n: {**tetra(n), **summary(n)} for n in names}
+def attention(name):
+    try:
+        return {"attn 1M bw": json.load(open(os.path.join(out, name, "attn.json")))["attn_1m_bw_fraction"]}
+    except (OSError, ValueError, KeyError):
+        return {}
+rows = {n: {**tetra(n), **summary(n), **attention(n)} for n in names}
 keys = sorted({k for r in rows.values() for k in r})
 print(f"{'':24s}" + "".join(f"{n:>12s}" for n in names))
 for k in keys:
