@@ -3,19 +3,20 @@
 # (B, C, ...: one patch each, not cumulative), built in one build directory (a variant rebuilds
 # only what its patch touches) and measured back to back on the same card, in one device call.
 # Per variant: the GPU tests (patched variants only; TETRA_AB_TESTS=0 skips them), `tetra bench`
-# (20 layers of V4-Flash, batch 1 and 32 at 4k, a prefill of 8192), the linear, small-ops and
-# attention kernel benches. Logs and JSON go to /tmp/tetra-ab/<variant>/, packed into $OUT/ab.tar.gz after
-# each variant when $OUT is set (a device call returns only a few files); a table of the headline
-# figures comes last. Make a patch here with `git diff main...BRANCH > .gpu_carry/x.patch`.
+# (20 layers of V4-Flash, batch 1 and 32 at 4k, a prefill of 8192), the linear, small-ops,
+# attention and indexer kernel benches. Logs and JSON go to /tmp/tetra-ab/<variant>/, packed
+# into $OUT/ab.tar.gz after each variant when $OUT is set (a device call returns only a few
+# files); a table of the headline figures comes last. Make a patch here with `git diff main...BRANCH > .gpu_carry/x.patch`.
 # Usage: tools/ab_gpu.sh [PATCH...]
-# Settings: TETRA_AB_LAYERS (20), TETRA_AB_PREFILL (8192; 0 for none), TETRA_AB_TESTS (1).
+# Settings: TETRA_AB_LAYERS (20), TETRA_AB_CONTEXTS ("4096"; e.g. "4096 1048575"), TETRA_AB_PREFILL
+# (8192; 0 for none), TETRA_AB_TESTS (1).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 [ -d .gpu_carry/deps/usr ] && export CMAKE_PREFIX_PATH=$PWD/.gpu_carry/deps/usr
 out=/tmp/tetra-ab
 rm -rf "$out"
-layers=${TETRA_AB_LAYERS:-20} prefill=${TETRA_AB_PREFILL:-8192}
+layers=${TETRA_AB_LAYERS:-20} prefill=${TETRA_AB_PREFILL:-8192} contexts=${TETRA_AB_CONTEXTS:-4096}
 patches=("$@")
 for p in "${patches[@]}"; do
   [ -f "$p" ] || { echo "no such patch: $p" >&2; exit 2; }
@@ -37,11 +38,13 @@ measure() {
   fi
   local prefill_args=()
   [ "$prefill" -gt 0 ] && prefill_args=(--prefill "$prefill")
-  timeout 120 build-gpu/src/tetra bench --synthetic v4-flash --layers "$layers" --batch 1 32 --context 4096 \
+  # shellcheck disable=SC2086  # the context list is meant to split
+  timeout 150 build-gpu/src/tetra bench --synthetic v4-flash --layers "$layers" --batch 1 32 --context $contexts \
     "${prefill_args[@]}" --steps 5 --json "$dir/tetra.json" >"$dir/tetra.log" 2>&1 || echo "$name: tetra bench failed"
   timeout 60 build-gpu/bench/tetra_cuda_linear_bench --json "$dir/linear.json" >"$dir/linear.txt" 2>&1
   timeout 60 build-gpu/bench/tetra_cuda_small_ops_bench >"$dir/small_ops.txt" 2>&1
   timeout 60 build-gpu/bench/tetra_cuda_attention_bench --json "$dir/attn.json" >"$dir/attn.txt" 2>&1
+  timeout 60 build-gpu/bench/tetra_cuda_indexer_bench >"$dir/indexer.txt" 2>&1
   echo "== $name measured at $SECONDS s"
   [ -n "${OUT:-}" ] && tar -czf "$OUT/ab.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
   return 0
@@ -69,7 +72,7 @@ def tetra(name):
         d = json.load(open(os.path.join(out, name, "tetra.json")))
     except (OSError, ValueError):
         return {}
-    r = {f"b{s['batch']} step ms": s["step_seconds"] * 1e3 for s in d.get("decode", []) if s.get("step_seconds")}
+    r = {f"b{s['batch']} at {s['context']} ms": s["step_seconds"] * 1e3 for s in d.get("decode", []) if s.get("step_seconds")}
     if d.get("prefill") and d["prefill"].get("seconds"):
         r["prefill s"] = d["prefill"]["seconds"]
     return r
