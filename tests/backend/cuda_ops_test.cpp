@@ -120,7 +120,9 @@ TEST_F(CudaOps, GatedLinearEqualsThreeOps) {
         EXPECT_EQ(got, three_ops(*be->gpu)) << "n=" << n << " limit " << limit << ": one launch and three ops differ";
         // With the clamp on, values near its edges take the other branch under bf16 rounding: the
         // bf16 result is compared with the CPU's without it (the swiglu op test covers the clamp).
-        if (limit == 0.0) EXPECT_LT(relative_difference(got, want), kBf16Tolerance) << "n=" << n;
+        if (limit == 0.0) {
+          EXPECT_LT(relative_difference(got, want), kBf16Tolerance) << "n=" << n;
+        }
         EXPECT_EQ(gated(*be->gpu_f32), three_ops(*be->gpu_f32)) << "n=" << n << " limit " << limit << " (f32)";
         EXPECT_LT(relative_difference(gated(*be->gpu_f32), want), 1e-5) << "n=" << n << " limit " << limit << " (f32)";
       }
