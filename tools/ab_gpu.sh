@@ -2,7 +2,7 @@
 # For the GPU machine: the tree as it is (variant A) against the same tree with each patch applied
 # (B, C, ...: one patch each, not cumulative), built in one build directory (a variant rebuilds
 # only what its patch touches) and measured back to back on the same card, in one device call.
-# Per variant: the GPU tests (patched variants only; TETRA_AB_TESTS=0 skips them), `tetra bench`
+# Per variant: the GPU tests (patched variants; TETRA_AB_TESTS=2: A too, 0: none), `tetra bench`
 # (20 layers of V4-Flash, batch 1 and 32 at 4k, a prefill of 8192), the linear, small-ops,
 # attention and indexer kernel benches. Logs and JSON go to /tmp/tetra-ab/<variant>/, packed
 # into $OUT/ab.tar.gz after each variant when $OUT is set (a device call returns only a few
@@ -16,6 +16,7 @@ export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 [ -d .gpu_carry/deps/usr ] && export CMAKE_PREFIX_PATH=$PWD/.gpu_carry/deps/usr
 out=/tmp/tetra-ab
 rm -rf "$out"
+tests=${TETRA_AB_TESTS:-1}
 layers=${TETRA_AB_LAYERS:-20} prefill=${TETRA_AB_PREFILL:-8192} contexts=${TETRA_AB_CONTEXTS:-4096}
 patches=("$@")
 for p in "${patches[@]}"; do
@@ -32,7 +33,7 @@ measure() {
   mkdir -p "$dir"
   ninja -C build-gpu >"$dir/build.log" 2>&1 || { echo "$name: build failed"; tail -20 "$dir/build.log"; return 1; }
   echo "== $name built in $((SECONDS - start)) s"
-  if [ "$name" != A ] && [ "${TETRA_AB_TESTS:-1}" = 1 ]; then
+  if { [ "$name" != A ] && [ "$tests" -ge 1 ]; } || [ "$tests" = 2 ]; then
     ctest --test-dir build-gpu -L gpu --output-on-failure >"$dir/gpu-tests.log" 2>&1
     grep -E "tests passed|Failed|FAILED" "$dir/gpu-tests.log" | head -12
   fi

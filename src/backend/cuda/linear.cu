@@ -3,6 +3,7 @@
 #include <cooperative_groups.h>
 
 #include <tuple>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_rows.cuh"
@@ -225,32 +226,29 @@ void dispatch_tokens(const WeightRef& w, const WeightRef& wb, float limit, const
   else launch(launch_mma<F, 8, kRounded, Gated>);
 }
 
+// fn(std::integral_constant<WeightFormat, f>): the kernels' format as a compile-time constant.
+template <class Fn>
+void with_format(WeightFormat f, Fn&& fn) {
+  switch (f) {
+    case WeightFormat::dense: fn(std::integral_constant<WeightFormat, WeightFormat::dense>{}); break;
+    case WeightFormat::fp8_block: fn(std::integral_constant<WeightFormat, WeightFormat::fp8_block>{}); break;
+    case WeightFormat::fp8_tensor: fn(std::integral_constant<WeightFormat, WeightFormat::fp8_tensor>{}); break;
+    case WeightFormat::mxfp4: fn(std::integral_constant<WeightFormat, WeightFormat::mxfp4>{}); break;
+    case WeightFormat::nvfp4: fn(std::integral_constant<WeightFormat, WeightFormat::nvfp4>{}); break;
+  }
+}
+
 }  // namespace
 
 void linear(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input_to_bf16, float* y,
             cudaStream_t stream, int split_k) {
   if (n == 0 || w.out == 0) return;
-  if (!mma_rows_supported(w, x, groups)) {
+  if (!mma_rows_supported(w, x, groups))
     generic_linear(w, x, n, groups, round_input_to_bf16, y, stream);
-  } else {
-    switch (w.format) {
-      case WeightFormat::dense:
-        dispatch_tokens<WeightFormat::dense>(w, w, 0, x, n, groups, round_input_to_bf16, split_k, y, stream);
-        break;
-      case WeightFormat::fp8_block:
-        dispatch_tokens<WeightFormat::fp8_block>(w, w, 0, x, n, groups, round_input_to_bf16, split_k, y, stream);
-        break;
-      case WeightFormat::fp8_tensor:
-        dispatch_tokens<WeightFormat::fp8_tensor>(w, w, 0, x, n, groups, round_input_to_bf16, split_k, y, stream);
-        break;
-      case WeightFormat::mxfp4:
-        dispatch_tokens<WeightFormat::mxfp4>(w, w, 0, x, n, groups, round_input_to_bf16, split_k, y, stream);
-        break;
-      case WeightFormat::nvfp4:
-        dispatch_tokens<WeightFormat::nvfp4>(w, w, 0, x, n, groups, round_input_to_bf16, split_k, y, stream);
-        break;
-    }
-  }
+  else
+    with_format(w.format, [&](auto f) {
+      dispatch_tokens<decltype(f)::value>(w, w, 0, x, n, groups, round_input_to_bf16, split_k, y, stream);
+    });
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -261,23 +259,9 @@ bool gated_linear(const WeightRef& w1, const WeightRef& w3, const float* x, int6
     return false;
   if (n == 0 || w1.out == 0) return true;
   const float lim = limit > 0 ? limit : INFINITY;
-  switch (w1.format) {
-    case WeightFormat::dense:
-      dispatch_tokens<WeightFormat::dense, true>(w1, w3, lim, x, n, 1, round_input_to_bf16, 0, y, stream);
-      break;
-    case WeightFormat::fp8_block:
-      dispatch_tokens<WeightFormat::fp8_block, true>(w1, w3, lim, x, n, 1, round_input_to_bf16, 0, y, stream);
-      break;
-    case WeightFormat::fp8_tensor:
-      dispatch_tokens<WeightFormat::fp8_tensor, true>(w1, w3, lim, x, n, 1, round_input_to_bf16, 0, y, stream);
-      break;
-    case WeightFormat::mxfp4:
-      dispatch_tokens<WeightFormat::mxfp4, true>(w1, w3, lim, x, n, 1, round_input_to_bf16, 0, y, stream);
-      break;
-    case WeightFormat::nvfp4:
-      dispatch_tokens<WeightFormat::nvfp4, true>(w1, w3, lim, x, n, 1, round_input_to_bf16, 0, y, stream);
-      break;
-  }
+  with_format(w1.format, [&](auto f) {
+    dispatch_tokens<decltype(f)::value, true>(w1, w3, lim, x, n, 1, round_input_to_bf16, 0, y, stream);
+  });
   TETRA_CUDA_CHECK(cudaGetLastError());
   return true;
 }
