@@ -3,7 +3,11 @@
 // measured device copy (read + write), and cuBLAS's bf16 GEMM on the same shapes in the same
 // run. Then the routed experts of one MoE layer, one launch over all (token, slot) pairs.
 // Weights rotate through copies beyond the L2, as in a real decode step; inputs are random.
-//   tetra_cuda_linear_bench [--config DIR] [--json FILE]
+//   tetra_cuda_linear_bench [--config DIR] [--json FILE] [--layer TEXT] [--format NAME] [--tokens M]
+//                           [--iterations N]
+// --layer, --format and --tokens keep only the layers whose name contains TEXT (the routed
+// experts: "routed"), one format, one M; --iterations sets the calls per timing round (20), e.g.
+// 1 under a profiler (tools/profile_linear.sh).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -20,6 +24,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/linear.h"
 #include "backend/cuda/moe.h"
+#include "core/error.h"
 #include "model/config.h"
 
 namespace {
@@ -51,7 +56,8 @@ const Format kFormats[] = {
     {"nvfp4", WeightFormat::nvfp4, DType::u8, DType::f8_e4m3, 0.5, 1, 16, 0x38},
 };
 
-// Median over 5 rounds of the mean milliseconds per call of f over `iterations` calls.
+// Median over 5 rounds of the mean milliseconds per call of f over `iterations` calls (after one
+// call not timed).
 template <class F>
 float time_ms(int iterations, F&& f) {
   tetra::cuda::CudaEvent start, stop;
@@ -157,13 +163,30 @@ struct Row {
   double mb, us, gbs, fraction, cublas_us;
 };
 
-}  // namespace
+int64_t positive_count(const std::string& option, const std::string& value) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(value, &used);
+    if (used == value.size() && v > 0) return v;
+  } catch (const std::exception&) {
+  }
+  tetra::usage_error("tetra_cuda_linear_bench: ", option, " needs a positive integer, not '", value, "'");
+}
 
-int main(int argc, char** argv) {
-  std::string config_dir = "tests/data/v4_flash", json_path;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--config") == 0) config_dir = argv[i + 1];
-    else if (std::strcmp(argv[i], "--json") == 0) json_path = argv[i + 1];
+int run(int argc, char** argv) {
+  std::string config_dir = "tests/data/v4_flash", json_path, layer_filter, format_filter;
+  int64_t only_tokens = 0;
+  int iterations = 20;
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 >= argc) tetra::usage_error("tetra_cuda_linear_bench: ", argv[i], " needs a value");
+    const std::string option = argv[i], value = argv[i + 1];
+    if (option == "--config") config_dir = value;
+    else if (option == "--json") json_path = value;
+    else if (option == "--layer") layer_filter = value;
+    else if (option == "--format") format_filter = value;
+    else if (option == "--tokens") only_tokens = positive_count(option, value);
+    else if (option == "--iterations") iterations = int(std::min<int64_t>(positive_count(option, value), 1000));
+    else tetra::usage_error("tetra_cuda_linear_bench: unknown option ", option);
   }
   const tetra::ModelConfig config = tetra::load_model_config(config_dir);
   cudaDeviceProp prop{};
@@ -183,17 +206,24 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   std::printf("%-26s %-9s %7s %3s %9s %8s %6s %10s %7s  %s\n", "layer [out x in]", "format", "MB", "M", "us", "GB/s", "copy",
               "cuBLAS us", "speedup", "M=1 split 2/4/8 us");
+  auto keep_tokens = [&](int64_t m) { return only_tokens == 0 || m == only_tokens; };
+  auto keep_format = [&](const Format& f) { return format_filter.empty() || format_filter == f.name; };
   for (const Layer& l : model_layers(config)) {
+    if (l.name.find(layer_filter) == std::string::npos) continue;
     const int64_t k_in = l.groups * l.in;  // activation width
     std::vector<float> peer_us;
     {  // cuBLAS bf16 on the same shape (for grouped layers: one GEMM per group, batched)
       const Weights w(filler, kFormats[0], l.out, l.in);
       for (int64_t m : ms_list) {
+        if (!keep_tokens(m)) {
+          peer_us.push_back(0);
+          continue;
+        }
         DeviceBuffer xb(size_t(m * k_in) * 2), y(size_t(m * l.out) * sizeof(float));
         filler.fill(xb.get(), xb.bytes(), WeightFormat::dense);
         const float alpha = 1, beta = 0;
         const int64_t per = l.out / l.groups;
-        peer_us.push_back(1e3f * time_ms(20, [&](int i) {
+        peer_us.push_back(1e3f * time_ms(iterations, [&](int i) {
           const auto* wp = static_cast<const uint8_t*>(w.copies[size_t(i) % w.copies.size()].get());
           cublasGemmStridedBatchedEx(cublas.get(), CUBLAS_OP_T, CUBLAS_OP_N, int(per), int(m), int(l.in), &alpha, wp,
                                      CUDA_R_16BF, int(l.in), per * l.in, xb.get(), CUDA_R_16BF, int(k_in), l.in, &beta,
@@ -203,14 +233,15 @@ int main(int argc, char** argv) {
       }
     }
     for (const Format& f : kFormats) {
-      if (l.bf16_only && f.format != WeightFormat::dense) continue;
+      if ((l.bf16_only && f.format != WeightFormat::dense) || !keep_format(f)) continue;
       const Weights w(filler, f, l.out, l.in);
       const double mb = double(w.weight_bytes + w.scale_bytes) / 1e6;
       for (size_t mi = 0; mi < std::size(ms_list); ++mi) {
         const int64_t m = ms_list[mi];
+        if (!keep_tokens(m)) continue;
         DeviceBuffer x = random_floats(size_t(m * k_in), rng), y(size_t(m * l.out) * sizeof(float));
         auto run = [&](int split) {
-          return 1e3f * time_ms(20, [&](int i) {
+          return 1e3f * time_ms(iterations, [&](int i) {
             tetra::cuda::linear(w.ref(f, l.out, l.in, i), x.get<float>(), m, l.groups, !l.f32_input, y.get<float>(),
                                 nullptr, split);
           });
@@ -230,12 +261,14 @@ int main(int argc, char** argv) {
   }
 
   // Routed experts of one MoE layer: n tokens × k slots in one launch each for w1/w3 and w2.
-  std::printf("\nrouted experts (%lld of %lld per token, [%lld x %lld] w1/w3, w2), one launch over all pairs\n",
+  const bool experts = std::string("routed experts").find(layer_filter) != std::string::npos;
+  if (experts) std::printf("\nrouted experts (%lld of %lld per token, [%lld x %lld] w1/w3, w2), one launch over all pairs\n",
               (long long)config.n_activated_experts, (long long)config.n_routed_experts, (long long)config.moe_inter_dim,
               (long long)config.dim);
-  std::printf("%-9s %3s %9s %8s %6s %12s\n", "format", "n", "us", "GB/s", "copy", "experts read");
+  if (experts) std::printf("%-9s %3s %9s %8s %6s %12s\n", "format", "n", "us", "GB/s", "copy", "experts read");
   const int64_t E = config.n_routed_experts, K = config.n_activated_experts, D = config.dim, I = config.moe_inter_dim;
   for (const Format& f : kFormats) {
+    if (!experts || !keep_format(f)) continue;
     std::vector<Weights> w1, w2, w3;
     for (int64_t e = 0; e < E; ++e) {
       w1.emplace_back(filler, f, I, D, 1);  // 256 experts already exceed the L2
@@ -253,6 +286,7 @@ int main(int argc, char** argv) {
     const tetra::cuda::ExpertLayout layout{w1[0].ref(f, I, D, 0), w2[0].ref(f, D, I, 0), true};
     const double expert_mb = double(3 * (w1[0].weight_bytes + w1[0].scale_bytes)) / 1e6;
     for (int64_t n : ms_list) {
+      if (!keep_tokens(n)) continue;
       // 8 selections that rotate, distinct experts within a token
       constexpr int kSelections = 8;
       std::vector<DeviceBuffer> sel;
@@ -272,7 +306,7 @@ int main(int argc, char** argv) {
       }
       DeviceBuffer x = random_floats(size_t(n * D), rng), rw = random_floats(size_t(n * K), rng);
       DeviceBuffer scratch(size_t(n * K * (I + D)) * sizeof(float)), out(size_t(n * D) * sizeof(float));
-      const double us = 1e3 * time_ms(20, [&](int i) {
+      const double us = 1e3 * time_ms(iterations, [&](int i) {
         tetra::cuda::routed_experts(x.get<float>(), n, D, I, rw.get<float>(), sel[size_t(i % kSelections)].get<int32_t>(), K,
                                     t1.get<WeightRef>(), t2.get<WeightRef>(), t3.get<WeightRef>(), layout, 10.0f, true,
                                     scratch.get<float>(), out.get<float>(), nullptr);
@@ -322,4 +356,15 @@ int main(int argc, char** argv) {
     std::fclose(out);
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // bad options and CUDA errors: the message, not an abort
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
 }
