@@ -18,7 +18,7 @@ __device__ __forceinline__ void rotate_pair(float& a, float& b, float angle, boo
   b = __fadd_rn(__fmul_rn(b0, c), __fmul_rn(a0, s));
 }
 
-// What rms_norm_kernel<..., true> applies after the norm: rope on the run's last 2·half values,
+// What the norm kernels apply after the norm when Rope is set: rope on the run's last 2·half values,
 // the run being head (run % heads) of row (run / heads).
 struct RopeArgs {
   const int32_t* positions = nullptr;
