@@ -244,15 +244,11 @@ class CudaBackend final : public Backend {
     expect(x.row_numel() % head_dim == 0, "rms_norm_rope", "a row is not a whole number of heads");
     expect(positions.numel() == x.rows(), "rms_norm_rope", "one position per row is needed");
     Tensor out = make(x.shape(), ElemType::f32);
-    const float* w = weight ? weight->data<float>() : nullptr;
-    const int64_t heads = x.row_numel() / head_dim, half = inv_freq.numel();
-    if (!cuda::rms_norm_rope(x.data<float>(), w, x.rows(), heads, head_dim, float(eps), positions.data<int32_t>(),
-                             inv_freq.data<float>(), half, out.data<float>(), stream())) {  // the two ops instead
-      cuda::rms_norm(x.data<float>(), w, x.rows() * heads, head_dim, float(eps), out.data<float>(), stream());
-      cuda::rope(out.data<float>(), positions.data<int32_t>(), inv_freq.data<float>(), x.rows(), heads, head_dim, half,
-                 false, stream());
-    }
-    return out;
+    if (cuda::rms_norm_rope(x.data<float>(), weight ? weight->data<float>() : nullptr, x.rows(), x.row_numel() / head_dim,
+                            head_dim, float(eps), positions.data<int32_t>(), inv_freq.data<float>(), inv_freq.numel(),
+                            out.data<float>(), stream()))
+      return out;
+    return Backend::rms_norm_rope(x, weight, head_dim, eps, positions, inv_freq);  // shapes the fused kernel does not take
   }
   Tensor add(const Tensor& a, const Tensor& b) override {
     expect(a.numel() == b.numel(), "add", "sizes differ");
