@@ -2,6 +2,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/swiglu.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -29,8 +30,7 @@ __global__ void swiglu_kernel(const float* gate, const float* up, int64_t n, flo
   allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n) return;
-  const float g = fminf(gate[k], limit), u = fminf(fmaxf(up[k], -limit), limit);
-  out[k] = g * (1.0f / (1.0f + expf(-g))) * u;
+  out[k] = clamped_swiglu(gate[k], up[k], limit);
 }
 
 }  // namespace

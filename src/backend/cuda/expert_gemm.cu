@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/pool_buffer.h"
+#include "backend/cuda/swiglu.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -317,11 +318,8 @@ __global__ void __launch_bounds__(Tiling<F>::threads) expert_gemm_kernel(Pass p)
           if (r >= rows || o >= p.out) continue;
           float v[2];
 #pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            const float gate = fminf(acc[m][j][2 * half + i] * s1, p.limit);
-            const float up = fminf(fmaxf(acc[m][j + kNTiles / 2][2 * half + i] * s3, -p.limit), p.limit);
-            v[i] = gate * (1.0f / (1.0f + expf(-gate))) * up;
-          }
+          for (int i = 0; i < 2; ++i)
+            v[i] = clamped_swiglu(acc[m][j][2 * half + i] * s1, acc[m][j + kNTiles / 2][2 * half + i] * s3, p.limit);
           *reinterpret_cast<__nv_bfloat162*>(h + int64_t(row0 + r) * p.out + o) = __floats2bfloat162_rn(v[0], v[1]);
         }
   } else {

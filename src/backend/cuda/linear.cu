@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/row_dot.cuh"
+#include "backend/cuda/swiglu.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -144,11 +145,6 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
   if (warp != 0) return;
   float* out = y;
   const int g = lane / 4, t = lane % 4;
-  // the swiglu of swiglu_kernel (elementwise.cu), on the same two values
-  auto gate_up = [limit](float gate, float up) {
-    const float g = fminf(gate, limit), u = fminf(fmaxf(up, -limit), limit);
-    return g * (1.0f / (1.0f + expf(-g))) * u;
-  };
   if constexpr (P == kPartColumns) {  // a token's output: its three part columns, added in order
     __shared__ float columns[32][8 * NT + 1];
 #pragma unroll
@@ -165,7 +161,7 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
       const int row = e % kTileRows, token = e / kTileRows;
       const int64_t o = o0 + row;
       if (o >= end) continue;
-      if constexpr (Gated) out[(t0 + token) * w.out + o] = gate_up(sum(row, token), sum(16 + row, token));
+      if constexpr (Gated) out[(t0 + token) * w.out + o] = clamped_swiglu(sum(row, token), sum(16 + row, token), limit);
       else out[(t0 + token) * w.out + o] = sum(row, token);
     }
   } else {
@@ -178,7 +174,7 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
           const int64_t o = o0 + 16 * r + g + 8 * (i / 2);
           const int token = 8 * j + 2 * t + i % 2;
           if (o >= end || token >= tokens) continue;
-          if constexpr (Gated) out[(t0 + token) * w.out + o] = gate_up(acc[0][j][i], acc[1][j][i]);
+          if constexpr (Gated) out[(t0 + token) * w.out + o] = clamped_swiglu(acc[0][j][i], acc[1][j][i], limit);
           else out[(t0 + token) * w.out + o] = acc[r][j][i];
         }
   }

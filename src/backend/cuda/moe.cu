@@ -4,6 +4,7 @@
 #include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/row_dot.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/swiglu.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -100,8 +101,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   block_row_dot<1>(w1[e], o, o < inter, x + t * dim, dim, 1, round_input, tile, gate);
   block_row_dot<1>(w3[e], o, o < inter, x + t * dim, dim, 1, round_input, tile, up);
   if (o >= inter) return;
-  const float g = fminf(warp_sum(gate[0]), limit), u = fminf(fmaxf(warp_sum(up[0]), -limit), limit);
-  if ((threadIdx.x & 31) == 0) h[pair * inter + o] = g * (1.0f / (1.0f + expf(-g))) * u;
+  const float v = clamped_swiglu(warp_sum(gate[0]), warp_sum(up[0]), limit);
+  if ((threadIdx.x & 31) == 0) h[pair * inter + o] = v;
 }
 
 // grid (n·k, dim / warps): y[pair, o] = w2_e[o]·h[pair]
@@ -143,8 +144,7 @@ __global__ void __launch_bounds__(kMaxSplit * 32)
   for (int i = 0; i < 4; i += 2) {
     const int64_t o = o0 + lane / 4 + 8 * (i / 2);
     if (o >= inter) continue;
-    const float g = fminf(acc[0][0][i], limit), u = fminf(fmaxf(acc[1][0][i], -limit), limit);
-    h[pair * inter + o] = g * (1.0f / (1.0f + expf(-g))) * u;
+    h[pair * inter + o] = clamped_swiglu(acc[0][0][i], acc[1][0][i], limit);
   }
 }
 

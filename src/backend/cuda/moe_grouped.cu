@@ -8,6 +8,7 @@
 
 #include "backend/cuda/expert_gemm.h"
 #include "backend/cuda/pool_buffer.h"
+#include "backend/cuda/swiglu.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -51,9 +52,8 @@ __global__ void swiglu_kernel(const float* up, const uint32_t* sorted_experts, c
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < rows * inter; k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = k / inter, o = k % inter;
     const uint32_t e = sorted_experts[i];
-    const float g = fminf(up[i * 2 * inter + o] * up_alpha[2 * e], limit);
-    const float u = fminf(fmaxf(up[i * 2 * inter + inter + o] * up_alpha[2 * e + 1], -limit), limit);
-    store(h + k, g * (1.0f / (1.0f + expf(-g))) * u);
+    const float gate = up[i * 2 * inter + o] * up_alpha[2 * e], value = up[i * 2 * inter + inter + o] * up_alpha[2 * e + 1];
+    store(h + k, clamped_swiglu(gate, value, limit));
   }
 }
 
