@@ -89,6 +89,9 @@ MmaSplit mma_split(const WeightRef& w, int64_t groups, int split_k) {
   return s;
 }
 
+template <bool Gated>
+constexpr int kRowTileRows = Gated ? 16 : 32;  // output rows of a row tile (of each matrix when gated)
+
 // Gated: y = swiglu(x·waᵀ, x·wbᵀ) clamped at limit (the shared expert's w1 and w3): a row tile is
 // 16 rows of each matrix, m-tile 0 of wa and m-tile 1 of wb, with the chunk split of wa alone, so
 // every dot product adds in the order the ungated kernel uses and the result equals linear, linear
@@ -105,7 +108,7 @@ __global__ void __launch_bounds__(max_split(NT) * 32)
   constexpr int kTokens = tokens_per_tile<P>(NT);
   const int split = int(blockIdx.x % splits);
   const int64_t passes = (n + kTokens - 1) / kTokens, rest = blockIdx.x / splits, pass = rest % passes;
-  constexpr int kTileRows = Gated ? 16 : 32;
+  constexpr int kTileRows = kRowTileRows<Gated>;
   const int64_t o0 = first + rest / passes * kTileRows;
   const int64_t t0 = pass * kTokens;
   const int tokens = int(min(int64_t(kTokens), n - t0));
@@ -188,8 +191,7 @@ void launch_mma(const WeightRef& w, const WeightRef& wb, float limit, const floa
                 int split_k, float* y, cudaStream_t stream) {
   const int64_t per_group = w.out / groups;
   const int chunks = mma_chunks(F, w.in);
-  const int64_t tile_rows = Gated ? 16 : 32;
-  const int64_t row_tiles = (per_group + tile_rows - 1) / tile_rows;
+  const int64_t row_tiles = (per_group + kRowTileRows<Gated> - 1) / kRowTileRows<Gated>;
   const int64_t passes = (n + tokens_per_tile<P>(NT) - 1) / tokens_per_tile<P>(NT);
   const MmaSplit split = mma_split(w, groups, split_k);  // w's alone, gated or not
   const int warps = split.warps;
