@@ -57,11 +57,11 @@ letters=(B C D E F G H I J K)
 i=0
 for p in "${patches[@]}"; do
   name=${letters[i]}
+  echo "$name = $p" >>"$out/variants.txt"  # before measuring: the variant's archive carries it
   patch -p1 -s <"$p" || exit 1
   measure "$name"
   patch -p1 -R -s <"$p" || exit 1
   names+=("$name")
-  echo "$name = $p" >>"$out/variants.txt"
   i=$((i + 1))
 done
 
