@@ -54,11 +54,11 @@ void generic_linear(const WeightRef& w, const float* x, int64_t n, int64_t group
 
 // ---- tensor-core path: a block of `warps` warps splits the chunks of 32 rows (2 m-tiles) for
 // tokens_per_tile<P>(NT) tokens; grid (row tiles × splits × token passes of a group, 1, groups).
-// Each warp keeps only two chunks in flight (four at NT = 1), so short matrices need many warps per
-// row tile (up to 8). Measured on the H200 at M = 1: ~2048 warps in the grid beat 4096 (wq_b). The
-// split depends on the matrix only, never on the tokens: a row's sum then runs in the same order
-// whatever the batch, so a sequence's output does not depend on what shares its steps (and graph
-// buckets, padded, replay what eager steps compute).
+// Each warp keeps only two chunks in flight, so short matrices need many warps per row tile (up to
+// 8). Measured on the H200 at M = 1: ~2048 warps in the grid beat 4096 (wq_b). The split depends
+// on the matrix only, never on the tokens: a row's sum then runs in the same order whatever the
+// batch, so a sequence's output does not depend on what shares its steps (and graph buckets,
+// padded, replay what eager steps compute).
 constexpr int max_split(int) { return 8; }
 constexpr int64_t kTargetWarps = 2048;
 constexpr size_t kReductionLimit = 48 * 1024;
@@ -96,8 +96,11 @@ constexpr int kRowTileRows = Gated ? 16 : 32;  // output rows of a row tile (of 
 // 16 rows of each matrix, m-tile 0 of wa and m-tile 1 of wb, with the chunk split of wa alone, so
 // every dot product adds in the order the ungated kernel uses and the result equals linear, linear
 // and swiglu bit for bit.
+// At one token tile (decode) ~2048 warps are 16 an SM of the H200: at most 128 registers a thread
+// (two blocks of 256 threads an SM) keeps the grid in one wave, and the bound holds ptxas to it
+// (spilling if it must: -Xptxas -v shows; none today).
 template <WeightFormat F, int NT, int P, bool Gated>
-__global__ void __launch_bounds__(max_split(NT) * 32)
+__global__ void __launch_bounds__(max_split(NT) * 32, NT == 1 ? 2 : 1)
     linear_mma_kernel(WeightRef w, WeightRef wb, float limit, const float* x, int64_t n, int64_t per_group,
                       int64_t x_stride, int chunks, int splits, float* y) {
   extern __shared__ __align__(16) float red[];

@@ -2,7 +2,7 @@
 // Rows of a linear layer on the tensor cores for up to 8·NT tokens: the decode-shaped kernels'
 // shared inner loop. A warp owns R m-tiles of 16 rows and a range of 64-byte chunks of those
 // rows; lane (g = lane/4, t = lane%4) reads, in every chunk, the t-th 16-byte segment of rows
-// g and g+8 of each m-tile, exactly once (U chunks in flight), and turns it into exact bf16
+// g and g+8 of each m-tile, exactly once (two chunks in flight), and turns it into exact bf16
 // values in registers (bf16_codes.cuh). The order of k inside a chunk is free as long as the
 // A (weights) and B (activations) fragments agree, so each lane feeds the mma its segment's
 // values in the order its decoder produces them and loads the matching activations itself
@@ -179,12 +179,11 @@ __device__ __forceinline__ float output_scale(const WeightRef& w) {
 // scale applied. Gated: m-tile 0 reads rows o0..o0+15 of wa, m-tile 1 the same rows of wb;
 // otherwise m-tile r reads rows o0+16r.. of wa. Rows at or past row_end are zeros. x: token 0's
 // activations (this matrix's input slice), x_stride floats between tokens, `tokens` present.
-// U chunks in flight per warp: 4 at one token tile (decode: the weight loads' latency is what a
-// warp waits on, and few chunks per warp mean few round trips), 2 where the NT accumulator tiles
-// need the registers (and in the expert kernels, whose 512-thread blocks cap a thread at 128
-// registers: 4 spilled there). The chunks are added in order whatever U, so U never changes a
-// result.
-template <WeightFormat F, int NT, int P, bool Gated, int U = NT == 1 ? 4 : 2>
+// Chunks in flight per warp. Four took 150-178 registers a thread at one token tile (no spills,
+// but 12-13 warps an SM instead of 16, so the decode grids of ~2048 warps needed a second wave:
+// fp8 wq_b 14.7 -> 21.8 us on the H200) and spilled when held to 128.
+constexpr int kChunksInFlight = 2;
+template <WeightFormat F, int NT, int P, bool Gated>
 __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightRef& wb, int64_t o0, int64_t row_end,
                                               const float* x, int64_t x_stride, int tokens, int c_begin, int c_end,
                                               float (&acc)[kMmaTiles][NT][4]) {
@@ -210,11 +209,11 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[r][j][i] = 0;
 
-  for (int c0 = c_begin; c0 < c_end; c0 += U) {
-    uint4 raw[U][kMmaTiles][2];
-    uint32_t scale_bits[U][kMmaTiles][2];  // MXFP4 byte / NVFP4 two bytes / FP8-block raw bits
+  for (int c0 = c_begin; c0 < c_end; c0 += kChunksInFlight) {
+    uint4 raw[kChunksInFlight][kMmaTiles][2];
+    uint32_t scale_bits[kChunksInFlight][kMmaTiles][2];  // MXFP4 byte / NVFP4 two bytes / FP8-block raw bits
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
+    for (int u = 0; u < kChunksInFlight; ++u) {
       const int64_t k = int64_t(c0 + u) * C::chunk + t * C::values;
       const bool seg = c0 + u < c_end && k < in;
 #pragma unroll
@@ -240,7 +239,7 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
         }
     }
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
+    for (int u = 0; u < kChunksInFlight; ++u) {
       if (c0 + u >= c_end) break;
       const float* xs[NT];
       const int64_t k = int64_t(c0 + u) * C::chunk + t * C::values;

@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kMaxSplit * 32)
   const int64_t pair = blockIdx.y, t = pair / k, o0 = int64_t(blockIdx.x) * 16;
   const int32_t e = selected[pair];
   float acc[kMmaTiles][1][4];
-  warp_mma_rows<F, 1, P, true, 2>(w1[e], w3[e], o0, inter, x + t * dim, dim, 1, chunks * warp / warps,
+  warp_mma_rows<F, 1, P, true>(w1[e], w3[e], o0, inter, x + t * dim, dim, 1, chunks * warp / warps,
                                chunks * (warp + 1) / warps, acc);
   split_k_sum<1>(acc, red);
   if (warp != 0 || lane % 4 != 0) return;  // lanes with t = 0 hold token column 0
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kMaxSplit * 32)
   const int64_t pair = blockIdx.y, o0 = int64_t(blockIdx.x) * 32;
   const WeightRef& w = w2[selected[pair]];
   float acc[kMmaTiles][1][4];
-  warp_mma_rows<F, 1, P, false, 2>(w, w, o0, dim, h + pair * inter, inter, 1, chunks * warp / warps,
+  warp_mma_rows<F, 1, P, false>(w, w, o0, dim, h + pair * inter, inter, 1, chunks * warp / warps,
                                 chunks * (warp + 1) / warps, acc);
   split_k_sum<1>(acc, red);
   if (warp != 0 || lane % 4 != 0) return;
