@@ -1,7 +1,8 @@
 // Decode-shaped linear layers of a model (V4-Flash by default) on the CUDA backend's kernels, in
 // every weight format, at M = 1, 4, 16, 64 tokens: µs per call, weight bytes/s against the
 // measured device copy (read + write), and cuBLAS's bf16 GEMM on the same shapes in the same
-// run. Then the routed experts of one MoE layer, one launch over all (token, slot) pairs.
+// run; at M = 1 also with the split-K forced to 2, 4, 8 warps. Then the routed experts of one MoE
+// layer, one launch over all (token, slot) pairs; up to 4 tokens also with 1..16 warps per block.
 // Weights rotate through copies beyond the L2, as in a real decode step; inputs are random.
 //   tetra_cuda_linear_bench [--config DIR] [--json FILE] [--layer TEXT] [--format NAME] [--tokens M]
 //                           [--iterations N]
@@ -265,7 +266,9 @@ int run(int argc, char** argv) {
   if (experts) std::printf("\nrouted experts (%lld of %lld per token, [%lld x %lld] w1/w3, w2), one launch over all pairs\n",
               (long long)config.n_activated_experts, (long long)config.n_routed_experts, (long long)config.moe_inter_dim,
               (long long)config.dim);
-  if (experts) std::printf("%-9s %3s %9s %8s %6s %12s\n", "format", "n", "us", "GB/s", "copy", "experts read");
+  if (experts)
+    std::printf("%-9s %3s %9s %8s %6s %12s  %s\n", "format", "n", "us", "GB/s", "copy", "experts read",
+                "n<=4: split 1/2/4/8/16 us");
   const int64_t E = config.n_routed_experts, K = config.n_activated_experts, D = config.dim, I = config.moe_inter_dim;
   for (const Format& f : kFormats) {
     if (!experts || !keep_format(f)) continue;
@@ -306,13 +309,21 @@ int run(int argc, char** argv) {
       }
       DeviceBuffer x = random_floats(size_t(n * D), rng), rw = random_floats(size_t(n * K), rng);
       DeviceBuffer scratch(size_t(n * K * (I + D)) * sizeof(float)), out(size_t(n * D) * sizeof(float));
-      const double us = 1e3 * time_ms(iterations, [&](int i) {
-        tetra::cuda::routed_experts(x.get<float>(), n, D, I, rw.get<float>(), sel[size_t(i % kSelections)].get<int32_t>(), K,
-                                    t1.get<WeightRef>(), t2.get<WeightRef>(), t3.get<WeightRef>(), layout, 10.0f, true,
-                                    scratch.get<float>(), out.get<float>(), nullptr);
-      });
+      // split 0: the kernels' own choice; otherwise forced warps per block
+      auto run = [&](int split) {
+        return 1e3 * time_ms(iterations, [&](int i) {
+          tetra::cuda::routed_experts(x.get<float>(), n, D, I, rw.get<float>(), sel[size_t(i % kSelections)].get<int32_t>(),
+                                      K, t1.get<WeightRef>(), t2.get<WeightRef>(), t3.get<WeightRef>(), layout, 10.0f, true,
+                                      scratch.get<float>(), out.get<float>(), nullptr, split);
+        });
+      };
+      const double us = run(0);
+      std::string splits;
+      if (n <= 4)
+        for (int split : {1, 2, 4, 8, 16}) splits += std::to_string(run(split)).substr(0, 5) + " ";
       const double gbs = distinct * expert_mb * 1e3 / us;
-      std::printf("%-9s %3lld %9.1f %8.0f %5.0f%% %12.1f\n", f.name, (long long)n, us, gbs, 100.0 * gbs / copy_gbs, distinct);
+      std::printf("%-9s %3lld %9.1f %8.0f %5.0f%% %12.1f  %s\n", f.name, (long long)n, us, gbs, 100.0 * gbs / copy_gbs,
+                  distinct, splits.c_str());
     }
   }
 

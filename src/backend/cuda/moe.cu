@@ -187,10 +187,11 @@ int expert_split(int64_t tiles, int64_t k, int chunks) {
 template <WeightFormat F, int P>
 void experts_mma(const float* x, int64_t pairs, int64_t dim, int64_t inter, const int32_t* selected, int64_t k,
                  const WeightRef* w1, const WeightRef* w2, const WeightRef* w3, float limit, float* h, float* y,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, int split) {
   const int up_chunks = mma_chunks(F, dim), down_chunks = mma_chunks(F, inter);
   const int64_t up_tiles = (inter + 15) / 16, down_tiles = (dim + 31) / 32;
-  const int up_warps = expert_split(up_tiles, k, up_chunks), down_warps = expert_split(down_tiles, k, down_chunks);
+  const int up_warps = split > 0 ? split : expert_split(up_tiles, k, up_chunks);
+  const int down_warps = split > 0 ? split : expert_split(down_tiles, k, down_chunks);
   auto red = [](int warps) { return size_t(warps - 1) * kMmaTiles * 4 * 32 * sizeof(float); };
   expert_up_mma_kernel<F, P><<<dim3(unsigned(up_tiles), unsigned(pairs)), up_warps * 32, red(up_warps), stream>>>(
       x, dim, inter, selected, k, w1, w3, limit, up_chunks, h);
@@ -203,9 +204,9 @@ void experts_mma(const float* x, int64_t pairs, int64_t dim, int64_t inter, cons
 template <WeightFormat F>
 void experts_mma_parts(bool round_input, const float* x, int64_t pairs, int64_t dim, int64_t inter,
                        const int32_t* selected, int64_t k, const WeightRef* w1, const WeightRef* w2, const WeightRef* w3,
-                       float limit, float* h, float* y, cudaStream_t stream) {
-  if (round_input) experts_mma<F, kRounded>(x, pairs, dim, inter, selected, k, w1, w2, w3, limit, h, y, stream);
-  else experts_mma<F, kThreeParts>(x, pairs, dim, inter, selected, k, w1, w2, w3, limit, h, y, stream);
+                       float limit, float* h, float* y, cudaStream_t stream, int split) {
+  if (round_input) experts_mma<F, kRounded>(x, pairs, dim, inter, selected, k, w1, w2, w3, limit, h, y, stream, split);
+  else experts_mma<F, kThreeParts>(x, pairs, dim, inter, selected, k, w1, w2, w3, limit, h, y, stream, split);
 }
 
 __global__ void combine_kernel(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim, float* out) {
@@ -237,9 +238,10 @@ void route(const float* logits, const float* bias, const int32_t* tid2eid, const
 void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const float* weights, const int32_t* selected,
                     int64_t k, const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
                     const ExpertLayout& layout, float limit, bool round_input_to_bf16, float* scratch, float* out,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, int split) {
   const int64_t pairs = n * k;
   if (pairs == 0) return;
+  if (split < 0 || split > kMaxSplit) runtime_error("cuda experts: split ", split, " outside 0..", kMaxSplit);
   float* h = scratch;
   float* y = scratch + pairs * inter;
   const float lim = limit > 0 ? limit : INFINITY;
@@ -248,7 +250,8 @@ void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const
   if (layout.uniform && mma_rows_supported(layout.up, x, 1) && mma_rows_supported(layout.down, h, 1) &&
       layout.up.format == layout.down.format) {
     auto run = [&](auto launch) {
-      launch(round_input_to_bf16, x, pairs, dim, inter, selected, k, experts_w1, experts_w2, experts_w3, lim, h, y, stream);
+      launch(round_input_to_bf16, x, pairs, dim, inter, selected, k, experts_w1, experts_w2, experts_w3, lim, h, y, stream,
+             split);
     };
     switch (layout.up.format) {
       case WeightFormat::dense: run(experts_mma_parts<WeightFormat::dense>); break;

@@ -32,10 +32,11 @@ struct ExpertLayout {
 bool same_layout(const WeightRef& a, const WeightRef& b);
 
 // experts_w1/w2/w3: device arrays of one WeightRef per expert. scratch: n·k·(inter + dim)
-// floats. out [n, dim] = Σ_j weights[t, j] · w2_e(swiglu(w1_e·x, w3_e·x)).
+// floats. out [n, dim] = Σ_j weights[t, j] · w2_e(swiglu(w1_e·x, w3_e·x)). split: warps per block
+// of the tensor-core kernels, 1..16 (0: chosen from the matrices and k; a benchmark sweeps it).
 void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const float* weights, const int32_t* selected,
                     int64_t k, const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
                     const ExpertLayout& layout, float limit, bool round_input_to_bf16, float* scratch, float* out,
-                    cudaStream_t stream);
+                    cudaStream_t stream, int split = 0);
 
 }  // namespace tetra::cuda
