@@ -9,7 +9,9 @@
 #include <numeric>
 
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/linear.h"
 #include "backend/cuda/paged.h"
+#include "bench/geometry.h"
 #include "io/safetensors.h"
 #include "runtime/paged_cache.h"
 #include "support/cuda_parity.h"
@@ -93,6 +95,53 @@ TEST_F(CudaOps, LinearEveryFormatAndBatchSize) {
       }
     }
   }
+}
+
+// The decode kernels size their grids to ~2048 warps: one wave on the H200 only while a
+// multiprocessor holds 16 of their warps (at most 128 registers a thread). A change that costs
+// registers fails here rather than only in a benchmark: four chunks in flight per warp took
+// 150-178 registers, and fp8 wq_b went from 14.7 to 21.8 µs. Every V4-Flash shape and format at
+// one token tile (1 and 8 rows; the router and the head with f32 inputs).
+TEST_F(CudaOps, DecodeLinearsHoldSixteenWarpsPerMultiprocessor) {
+  const ModelConfig c = bench::synthetic_geometry("v4-flash", 1);
+  const int64_t q = c.n_heads * c.head_dim;
+  struct Shape {
+    const char* name;
+    int64_t out, in, groups;
+    bool f32_input;
+  };
+  const std::vector<Shape> shapes{
+      {"attn.wq_a", c.q_lora_rank, c.dim, 1, false},
+      {"attn.wq_b", q, c.q_lora_rank, 1, false},
+      {"attn.wkv", c.head_dim, c.dim, 1, false},
+      {"attn.wo_a", c.o_groups * c.o_lora_rank, q / c.o_groups, c.o_groups, false},
+      {"attn.wo_b", c.dim, c.o_groups * c.o_lora_rank, 1, false},
+      {"indexer.wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank, 1, false},
+      {"expert w1", c.moe_inter_dim, c.dim, 1, false},
+      {"expert w2", c.dim, c.moe_inter_dim, 1, false},
+      {"router", c.n_routed_experts, c.dim, 1, true},
+      {"head", c.vocab_size, c.dim, 1, true},
+  };
+  struct Format {
+    WeightFormat format;
+    DType weight, scale;
+  };
+  const std::vector<Format> formats{{WeightFormat::dense, DType::bf16, DType::f32},
+                                    {WeightFormat::fp8_block, DType::f8_e4m3, DType::f8_e8m0},
+                                    {WeightFormat::mxfp4, DType::u8, DType::f8_e8m0},
+                                    {WeightFormat::nvfp4, DType::u8, DType::f8_e4m3}};
+  for (const Shape& shape : shapes)
+    for (const Format& f : formats)
+      for (int64_t n : {1, 8}) {
+        const cuda::WeightRef w{
+            .format = f.format, .weight_dtype = f.weight, .scale_dtype = f.scale, .out = shape.out, .in = shape.in};
+        const cuda::LinearGrid grid = cuda::linear_grid(w, n, shape.groups, !shape.f32_input);
+        const std::string what = std::string(shape.name) + " format " + std::to_string(int(f.format)) + " n=" +
+                                 std::to_string(n);
+        ASSERT_GT(grid.blocks, 0) << what << ": not on the tensor cores";
+        EXPECT_GE(int64_t(grid.blocks_per_sm) * grid.warps, 16)
+            << what << ": " << grid.blocks_per_sm << " blocks of " << grid.warps << " warps a multiprocessor";
+      }
 }
 
 // The shared expert's gate and up in one op: bit for bit the GPU's two linears and swiglu (the

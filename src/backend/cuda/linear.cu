@@ -2,7 +2,6 @@
 
 #include <cooperative_groups.h>
 
-#include <tuple>
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
@@ -188,43 +187,62 @@ __global__ void __launch_bounds__(max_split(NT) * 32, NT == 1 ? 2 : 1)
 
 size_t reduction_bytes(int warps, int nt) { return size_t(warps - 1) * kMmaTiles * nt * 4 * 32 * sizeof(float); }
 
+// The grid of linear_mma_kernel<F, NT, P, Gated> for n tokens: x blocks (row tiles × splits ×
+// token passes), groups, warps a block, blocks per cluster, dynamic shared memory.
+struct MmaGrid {
+  unsigned x = 0, groups = 0;
+  int warps = 0, cluster = 1;
+  size_t shared = 0;
+};
+template <int NT, int P, bool Gated>
+MmaGrid mma_grid(const WeightRef& w, int64_t n, int64_t groups, int split_k) {
+  const int64_t per_group = w.out / groups;
+  const int64_t row_tiles = (per_group + kRowTileRows<Gated> - 1) / kRowTileRows<Gated>;
+  const int64_t passes = (n + tokens_per_tile<P>(NT) - 1) / tokens_per_tile<P>(NT);
+  const MmaSplit split = mma_split(w, groups, split_k);  // w's alone, gated or not
+  if (split.warps > max_split(NT)) runtime_error("cuda linear: split ", split.warps, " too large");
+  // The passes over the tokens of one row tile run side by side (adjacent block indices), so that
+  // all but the first find the tile's weights in L2: the f32 head at 64 rows read its 1 GB once
+  // per pass (4 passes of 21 tokens) when the pass was the slowest grid index.
+  return {unsigned(row_tiles * split.blocks * passes), unsigned(groups), split.warps, split.blocks,
+          reduction_bytes(split.warps, NT)};
+}
+
 // wb: the second matrix of a gated call (Gated), else unused.
 template <WeightFormat F, int NT, int P, bool Gated = false>
 void launch_mma(const WeightRef& w, const WeightRef& wb, float limit, const float* x, int64_t n, int64_t groups,
                 int split_k, float* y, cudaStream_t stream) {
-  const int64_t per_group = w.out / groups;
-  const int chunks = mma_chunks(F, w.in);
-  const int64_t row_tiles = (per_group + kRowTileRows<Gated> - 1) / kRowTileRows<Gated>;
-  const int64_t passes = (n + tokens_per_tile<P>(NT) - 1) / tokens_per_tile<P>(NT);
-  const MmaSplit split = mma_split(w, groups, split_k);  // w's alone, gated or not
-  const int warps = split.warps;
-  if (warps > max_split(NT)) runtime_error("cuda linear: split ", warps, " too large");
+  const MmaGrid grid = mma_grid<NT, P, Gated>(w, n, groups, split_k);
   // the widest token tiles need more than the default 48 KB for the split-K partial sums
-  if (reduction_bytes(warps, NT) > kReductionLimit)
+  if (grid.shared > kReductionLimit)
     TETRA_CUDA_CHECK(cudaFuncSetAttribute(linear_mma_kernel<F, NT, P, Gated>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(reduction_bytes(warps, NT))));
-  // The passes over the tokens of one row tile run side by side (adjacent block indices), so that
-  // all but the first find the tile's weights in L2: the f32 head at 64 rows read its 1 GB once
-  // per pass (4 passes of 21 tokens) when the pass was the slowest grid index.
-  const unsigned grid_x = unsigned(row_tiles * split.blocks * passes);
-  launch_early_clustered(linear_mma_kernel<F, NT, P, Gated>, dim3(grid_x, 1, unsigned(groups)), dim3(warps * 32),
-                         unsigned(split.blocks), reduction_bytes(warps, NT), stream, w, wb, limit, x, n, per_group,
-                         groups * w.in, chunks, split.blocks, y);
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(grid.shared)));
+  launch_early_clustered(linear_mma_kernel<F, NT, P, Gated>, dim3(grid.x, 1, grid.groups), dim3(grid.warps * 32),
+                         unsigned(grid.cluster), grid.shared, stream, w, wb, limit, x, n, w.out / groups,
+                         groups * w.in, mma_chunks(F, w.in), grid.cluster, y);
+}
+
+// fn(std::integral_constant NT, std::integral_constant P): the token tile of the kernel instance
+// for n rows (f32 activations: three bf16 parts each, in columns of their own).
+template <class Fn>
+void with_token_tile(int64_t n, bool round_input, Fn&& fn) {
+  using std::integral_constant;
+  if (!round_input) {
+    if (n <= tokens_per_tile<kPartColumns>(1)) fn(integral_constant<int, 1>{}, integral_constant<int, kPartColumns>{});
+    else if (n <= tokens_per_tile<kPartColumns>(3)) fn(integral_constant<int, 3>{}, integral_constant<int, kPartColumns>{});
+    else fn(integral_constant<int, 8>{}, integral_constant<int, kPartColumns>{});
+  } else if (n <= 8) fn(integral_constant<int, 1>{}, integral_constant<int, kRounded>{});
+  else if (n <= 16) fn(integral_constant<int, 2>{}, integral_constant<int, kRounded>{});
+  else if (n <= 32) fn(integral_constant<int, 4>{}, integral_constant<int, kRounded>{});
+  else fn(integral_constant<int, 8>{}, integral_constant<int, kRounded>{});
 }
 
 template <WeightFormat F, bool Gated = false>
 void dispatch_tokens(const WeightRef& w, const WeightRef& wb, float limit, const float* x, int64_t n, int64_t groups,
                      bool round_input, int split_k, float* y, cudaStream_t stream) {
-  auto args = std::tie(w, wb, limit, x, n, groups, split_k, y, stream);
-  auto launch = [&](auto kernel_launch) { std::apply(kernel_launch, args); };
-  if (!round_input) {  // f32 activations: three bf16 parts each, in columns of their own
-    if (n <= tokens_per_tile<kPartColumns>(1)) launch(launch_mma<F, 1, kPartColumns, Gated>);
-    else if (n <= tokens_per_tile<kPartColumns>(3)) launch(launch_mma<F, 3, kPartColumns, Gated>);
-    else launch(launch_mma<F, 8, kPartColumns, Gated>);
-  } else if (n <= 8) launch(launch_mma<F, 1, kRounded, Gated>);
-  else if (n <= 16) launch(launch_mma<F, 2, kRounded, Gated>);
-  else if (n <= 32) launch(launch_mma<F, 4, kRounded, Gated>);
-  else launch(launch_mma<F, 8, kRounded, Gated>);
+  with_token_tile(n, round_input, [&](auto nt, auto p) {
+    launch_mma<F, decltype(nt)::value, decltype(p)::value, Gated>(w, wb, limit, x, n, groups, split_k, y, stream);
+  });
 }
 
 // fn(std::integral_constant<WeightFormat, f>): the kernels' format as a compile-time constant.
@@ -251,6 +269,24 @@ void linear(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool 
       dispatch_tokens<decltype(f)::value>(w, w, 0, x, n, groups, round_input_to_bf16, split_k, y, stream);
     });
   TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+LinearGrid linear_grid(const WeightRef& w, int64_t n, int64_t groups, bool round_input_to_bf16) {
+  LinearGrid g;
+  if (n == 0 || !mma_rows_supported(w, nullptr, groups)) return g;
+  with_format(w.format, [&](auto f) {
+    with_token_tile(n, round_input_to_bf16, [&](auto nt, auto p) {
+      constexpr int NT = decltype(nt)::value, P = decltype(p)::value;
+      const MmaGrid grid = mma_grid<NT, P, false>(w, n, groups, 0);
+      g.blocks = int64_t(grid.x) * grid.groups;
+      g.warps = grid.warps;
+      const auto kernel = linear_mma_kernel<decltype(f)::value, NT, P, false>;
+      if (grid.shared > kReductionLimit)
+        TETRA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(grid.shared)));
+      TETRA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.blocks_per_sm, kernel, grid.warps * 32, grid.shared));
+    });
+  });
+  return g;
 }
 
 bool gated_linear(const WeightRef& w1, const WeightRef& w3, const float* x, int64_t n, bool round_input_to_bf16,

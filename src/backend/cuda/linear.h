@@ -14,6 +14,15 @@ namespace tetra::cuda {
 void linear(const WeightRef& w, const float* x, int64_t n, int64_t groups, bool round_input_to_bf16, float* y,
             cudaStream_t stream, int split_k = 0);
 
+// How linear() runs on the tensor cores for n tokens (tests, benchmarks): its grid's blocks, the
+// warps of a block, and how many such blocks a multiprocessor holds at once (registers, shared
+// memory). All zero where the tensor-core kernels do not take the weight.
+struct LinearGrid {
+  int64_t blocks = 0;
+  int warps = 0, blocks_per_sm = 0;
+};
+LinearGrid linear_grid(const WeightRef& w, int64_t n, int64_t groups, bool round_input_to_bf16);
+
 // y[n, w1.out] = swiglu(x·w1ᵀ, x·w3ᵀ), the gate clamped above at limit and the up value to ±limit
 // (limit <= 0: no clamp), in one launch; equal bit for bit to two linear() calls and swiglu.
 // Returns false, launching nothing, where the tensor-core kernels do not take the weights (or
