@@ -50,6 +50,12 @@ class CudaOps : public ::testing::Test {
   std::mt19937 rng{7};
 };
 
+// A weight format with the dtypes of its codes and scales.
+struct WeightLayout {
+  WeightFormat format;
+  DType weight_dtype, scale_dtype;
+};
+
 // A tiny checkpoint of one quantization in a temporary folder (removed at the end), loaded.
 struct TinyModel {
   explicit TinyModel(const testing::TinyCheckpointOptions& o) : dir(make_dir()) {
@@ -122,19 +128,18 @@ TEST_F(CudaOps, DecodeLinearsHoldSixteenWarpsPerMultiprocessor) {
       {"router", c.n_routed_experts, c.dim, 1, true},
       {"head", c.vocab_size, c.dim, 1, true},
   };
-  struct Format {
-    WeightFormat format;
-    DType weight, scale;
-  };
-  const std::vector<Format> formats{{WeightFormat::dense, DType::bf16, DType::f32},
-                                    {WeightFormat::fp8_block, DType::f8_e4m3, DType::f8_e8m0},
-                                    {WeightFormat::mxfp4, DType::u8, DType::f8_e8m0},
-                                    {WeightFormat::nvfp4, DType::u8, DType::f8_e4m3}};
+  const std::vector<WeightLayout> formats{{WeightFormat::dense, DType::bf16, DType::f32},
+                                          {WeightFormat::fp8_block, DType::f8_e4m3, DType::f8_e8m0},
+                                          {WeightFormat::mxfp4, DType::u8, DType::f8_e8m0},
+                                          {WeightFormat::nvfp4, DType::u8, DType::f8_e4m3}};
   for (const Shape& shape : shapes)
-    for (const Format& f : formats)
+    for (const WeightLayout& f : formats)
       for (int64_t n : {1, 8}) {
-        const cuda::WeightRef w{
-            .format = f.format, .weight_dtype = f.weight, .scale_dtype = f.scale, .out = shape.out, .in = shape.in};
+        const cuda::WeightRef w{.format = f.format,
+                                .weight_dtype = f.weight_dtype,
+                                .scale_dtype = f.scale_dtype,
+                                .out = shape.out,
+                                .in = shape.in};
         const cuda::LinearGrid grid = cuda::linear_grid(w, n, shape.groups, !shape.f32_input);
         const std::string what = std::string(shape.name) + " format " + std::to_string(int(f.format)) + " n=" +
                                  std::to_string(n);
@@ -269,19 +274,15 @@ SyntheticLinear synthetic_linear(WeightFormat format, DType dtype, DType scale_d
 }
 
 TEST_F(CudaOps, TensorCoreLinearSyntheticFormats) {
-  struct Case {
-    WeightFormat format;
-    DType dtype, scale_dtype;
-  };
-  const std::vector<Case> cases{{WeightFormat::dense, DType::f16, DType::f32},
-                                {WeightFormat::fp8_block, DType::f8_e4m3, DType::f32},
-                                {WeightFormat::fp8_block, DType::f8_e4m3, DType::f8_e8m0},
-                                {WeightFormat::fp8_tensor, DType::f8_e4m3, DType::f32},
-                                {WeightFormat::mxfp4, DType::u8, DType::f8_e8m0},
-                                {WeightFormat::nvfp4, DType::u8, DType::f8_e4m3}};
-  for (const Case& c : cases)
+  const std::vector<WeightLayout> cases{{WeightFormat::dense, DType::f16, DType::f32},
+                                        {WeightFormat::fp8_block, DType::f8_e4m3, DType::f32},
+                                        {WeightFormat::fp8_block, DType::f8_e4m3, DType::f8_e8m0},
+                                        {WeightFormat::fp8_tensor, DType::f8_e4m3, DType::f32},
+                                        {WeightFormat::mxfp4, DType::u8, DType::f8_e8m0},
+                                        {WeightFormat::nvfp4, DType::u8, DType::f8_e4m3}};
+  for (const WeightLayout& c : cases)
     for (auto [out, in, groups] : std::vector<std::array<int64_t, 3>>{{300, 1024, 1}, {32, 160, 1}, {256, 512, 4}}) {
-      const SyntheticLinear s = synthetic_linear(c.format, c.dtype, c.scale_dtype, out, in, rng);
+      const SyntheticLinear s = synthetic_linear(c.format, c.weight_dtype, c.scale_dtype, out, in, rng);
       for (int64_t n : {65, 257}) {
         const std::vector<float> x = random_values(size_t(n * groups * in), rng);
         auto run = [&](Backend& b) {
@@ -578,18 +579,17 @@ TEST_F(CudaOps, RoutedExpertsEveryFormat) {
 // others ragged) against the CPU; f32 mode (the cuBLAS path) within 1e-5; and every run's rows
 // identical whatever shares the call.
 TEST_F(CudaOps, GroupedExpertsLargeShapes) {
-  struct Case {
-    WeightFormat format;
-    DType weight_dtype, scale_dtype;
-  };
-  const std::vector<Case> cases{
-      {WeightFormat::dense, DType::bf16, DType::f32},         {WeightFormat::fp8_block, DType::f8_e4m3, DType::f32},
-      {WeightFormat::fp8_block, DType::f8_e4m3, DType::f8_e8m0}, {WeightFormat::fp8_tensor, DType::f8_e4m3, DType::f32},
-      {WeightFormat::mxfp4, DType::u8, DType::f8_e8m0},        {WeightFormat::nvfp4, DType::u8, DType::f8_e4m3},
+  const std::vector<WeightLayout> cases{
+      {WeightFormat::dense, DType::bf16, DType::f32},
+      {WeightFormat::fp8_block, DType::f8_e4m3, DType::f32},
+      {WeightFormat::fp8_block, DType::f8_e4m3, DType::f8_e8m0},
+      {WeightFormat::fp8_tensor, DType::f8_e4m3, DType::f32},
+      {WeightFormat::mxfp4, DType::u8, DType::f8_e8m0},
+      {WeightFormat::nvfp4, DType::u8, DType::f8_e4m3},
   };
   const int64_t E = 8, k = 3, dim = 640, inter = 384;
   const double limit = 2.0;
-  for (const Case& c : cases) {
+  for (const WeightLayout& c : cases) {
     std::vector<std::unique_ptr<RandomLinear>> w1, w2, w3;
     for (int64_t e = 0; e < E; ++e) {
       w1.push_back(std::make_unique<RandomLinear>(c.format, c.weight_dtype, c.scale_dtype, inter, dim, rng));
