@@ -312,9 +312,10 @@ int run(int argc, char** argv) {
       // split 0: the kernels' own choice; otherwise forced warps per block
       auto run = [&](int split) {
         return 1e3 * time_ms(iterations, [&](int i) {
-          tetra::cuda::routed_experts(x.get<float>(), n, D, I, rw.get<float>(), sel[size_t(i % kSelections)].get<int32_t>(),
-                                      K, t1.get<WeightRef>(), t2.get<WeightRef>(), t3.get<WeightRef>(), layout, 10.0f, true,
-                                      scratch.get<float>(), out.get<float>(), nullptr, split);
+          const int32_t* selected = sel[size_t(i % kSelections)].get<int32_t>();
+          tetra::cuda::routed_experts(x.get<float>(), n, D, I, rw.get<float>(), selected, K, t1.get<WeightRef>(),
+                                      t2.get<WeightRef>(), t3.get<WeightRef>(), layout, 10.0f, true, scratch.get<float>(),
+                                      out.get<float>(), nullptr, split);
         });
       };
       const double us = run(0);

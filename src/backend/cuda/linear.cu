@@ -208,15 +208,19 @@ MmaGrid mma_grid(const WeightRef& w, int64_t n, int64_t groups, int split_k) {
           reduction_bytes(split.warps, NT)};
 }
 
+// The widest token tiles need more than the default 48 KB for the split-K partial sums.
+template <class Kernel>
+void allow_shared_bytes(Kernel kernel, size_t bytes) {
+  if (bytes > kReductionLimit)
+    TETRA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
 // wb: the second matrix of a gated call (Gated), else unused.
 template <WeightFormat F, int NT, int P, bool Gated = false>
 void launch_mma(const WeightRef& w, const WeightRef& wb, float limit, const float* x, int64_t n, int64_t groups,
                 int split_k, float* y, cudaStream_t stream) {
   const MmaGrid grid = mma_grid<NT, P, Gated>(w, n, groups, split_k);
-  // the widest token tiles need more than the default 48 KB for the split-K partial sums
-  if (grid.shared > kReductionLimit)
-    TETRA_CUDA_CHECK(cudaFuncSetAttribute(linear_mma_kernel<F, NT, P, Gated>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(grid.shared)));
+  allow_shared_bytes(linear_mma_kernel<F, NT, P, Gated>, grid.shared);
   launch_early_clustered(linear_mma_kernel<F, NT, P, Gated>, dim3(grid.x, 1, grid.groups), dim3(grid.warps * 32),
                          unsigned(grid.cluster), grid.shared, stream, w, wb, limit, x, n, w.out / groups,
                          groups * w.in, mma_chunks(F, w.in), grid.cluster, y);
@@ -227,14 +231,16 @@ void launch_mma(const WeightRef& w, const WeightRef& wb, float limit, const floa
 template <class Fn>
 void with_token_tile(int64_t n, bool round_input, Fn&& fn) {
   using std::integral_constant;
+  using Parts = integral_constant<int, kPartColumns>;
+  using Rounded = integral_constant<int, kRounded>;
   if (!round_input) {
-    if (n <= tokens_per_tile<kPartColumns>(1)) fn(integral_constant<int, 1>{}, integral_constant<int, kPartColumns>{});
-    else if (n <= tokens_per_tile<kPartColumns>(3)) fn(integral_constant<int, 3>{}, integral_constant<int, kPartColumns>{});
-    else fn(integral_constant<int, 8>{}, integral_constant<int, kPartColumns>{});
-  } else if (n <= 8) fn(integral_constant<int, 1>{}, integral_constant<int, kRounded>{});
-  else if (n <= 16) fn(integral_constant<int, 2>{}, integral_constant<int, kRounded>{});
-  else if (n <= 32) fn(integral_constant<int, 4>{}, integral_constant<int, kRounded>{});
-  else fn(integral_constant<int, 8>{}, integral_constant<int, kRounded>{});
+    if (n <= tokens_per_tile<kPartColumns>(1)) fn(integral_constant<int, 1>{}, Parts{});
+    else if (n <= tokens_per_tile<kPartColumns>(3)) fn(integral_constant<int, 3>{}, Parts{});
+    else fn(integral_constant<int, 8>{}, Parts{});
+  } else if (n <= 8) fn(integral_constant<int, 1>{}, Rounded{});
+  else if (n <= 16) fn(integral_constant<int, 2>{}, Rounded{});
+  else if (n <= 32) fn(integral_constant<int, 4>{}, Rounded{});
+  else fn(integral_constant<int, 8>{}, Rounded{});
 }
 
 template <WeightFormat F, bool Gated = false>
@@ -281,9 +287,9 @@ LinearGrid linear_grid(const WeightRef& w, int64_t n, int64_t groups, bool round
       g.blocks = int64_t(grid.x) * grid.groups;
       g.warps = grid.warps;
       const auto kernel = linear_mma_kernel<decltype(f)::value, NT, P, false>;
-      if (grid.shared > kReductionLimit)
-        TETRA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(grid.shared)));
-      TETRA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.blocks_per_sm, kernel, grid.warps * 32, grid.shared));
+      allow_shared_bytes(kernel, grid.shared);
+      TETRA_CUDA_CHECK(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.blocks_per_sm, kernel, grid.warps * 32, grid.shared));
     });
   });
   return g;

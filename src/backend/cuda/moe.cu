@@ -250,8 +250,8 @@ void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const
   if (layout.uniform && mma_rows_supported(layout.up, x, 1) && mma_rows_supported(layout.down, h, 1) &&
       layout.up.format == layout.down.format) {
     auto run = [&](auto launch) {
-      launch(round_input_to_bf16, x, pairs, dim, inter, selected, k, experts_w1, experts_w2, experts_w3, lim, h, y, stream,
-             split);
+      launch(round_input_to_bf16, x, pairs, dim, inter, selected, k, experts_w1, experts_w2, experts_w3, lim, h, y,
+             stream, split);
     };
     switch (layout.up.format) {
       case WeightFormat::dense: run(experts_mma_parts<WeightFormat::dense>); break;
