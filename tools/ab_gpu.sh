@@ -82,8 +82,18 @@ def summary(name):
         text = open(os.path.join(out, name, "linear.txt")).read()
     except OSError:
         return {}
+    r = {}
     m = re.search(r"gemm_m1_min_bw_fraction=([\d.]+)", text)
-    return {"gemm m1 min bw": float(m.group(1))} if m else {}
+    if m:
+        r["gemm m1 min bw"] = float(m.group(1))
+    # two rows that moved most with past kernel changes: fp8 wq_b at M = 1, the NVFP4 experts of one token
+    m = re.search(r"^attn\.wq_b \[\S+\]\s+fp8_block\s+[\d.]+\s+1\s+([\d.]+)", text, re.M)
+    if m:
+        r["fp8 wq_b m1 us"] = float(m.group(1))
+    m = re.search(r"^nvfp4\s+1\s+([\d.]+)", text, re.M)
+    if m:
+        r["experts nvfp4 n1 us"] = float(m.group(1))
+    return r
 def attention(name):
     try:
         return {"attn 1M bw": json.load(open(os.path.join(out, name, "attn.json")))["attn_1m_bw_fraction"]}
