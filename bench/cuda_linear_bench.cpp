@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -164,6 +165,14 @@ struct Row {
   double mb, us, gbs, fraction, cublas_us;
 };
 
+// The forced-split columns: run(split) in µs for each split, 5 characters and a space each.
+template <class Run>
+std::string split_columns(Run&& run, std::initializer_list<int> splits) {
+  std::string columns;
+  for (int split : splits) columns += std::to_string(run(split)).substr(0, 5) + " ";
+  return columns;
+}
+
 int64_t positive_count(const std::string& option, const std::string& value) {
   try {
     size_t used = 0;
@@ -248,9 +257,7 @@ int run(int argc, char** argv) {
           });
         };
         const double us = run(0);
-        std::string splits;
-        if (m == 1)
-          for (int split : {2, 4, 8}) splits += std::to_string(run(split)).substr(0, 5) + " ";
+        const std::string splits = m == 1 ? split_columns(run, {2, 4, 8}) : "";
         const double gbs = mb * 1e3 / us;
         rows.push_back({l.name, f.name, m, mb, us, gbs, gbs / copy_gbs, peer_us[mi]});
         char label[64];
@@ -263,12 +270,13 @@ int run(int argc, char** argv) {
 
   // Routed experts of one MoE layer: n tokens × k slots in one launch each for w1/w3 and w2.
   const bool experts = std::string("routed experts").find(layer_filter) != std::string::npos;
-  if (experts) std::printf("\nrouted experts (%lld of %lld per token, [%lld x %lld] w1/w3, w2), one launch over all pairs\n",
-              (long long)config.n_activated_experts, (long long)config.n_routed_experts, (long long)config.moe_inter_dim,
-              (long long)config.dim);
-  if (experts)
+  if (experts) {
+    std::printf("\nrouted experts (%lld of %lld per token, [%lld x %lld] w1/w3, w2), one launch over all pairs\n",
+                (long long)config.n_activated_experts, (long long)config.n_routed_experts,
+                (long long)config.moe_inter_dim, (long long)config.dim);
     std::printf("%-9s %3s %9s %8s %6s %12s  %s\n", "format", "n", "us", "GB/s", "copy", "experts read",
                 "n<=4: split 1/2/4/8/16 us");
+  }
   const int64_t E = config.n_routed_experts, K = config.n_activated_experts, D = config.dim, I = config.moe_inter_dim;
   for (const Format& f : kFormats) {
     if (!experts || !keep_format(f)) continue;
@@ -319,9 +327,7 @@ int run(int argc, char** argv) {
         });
       };
       const double us = run(0);
-      std::string splits;
-      if (n <= 4)
-        for (int split : {1, 2, 4, 8, 16}) splits += std::to_string(run(split)).substr(0, 5) + " ";
+      const std::string splits = n <= 4 ? split_columns(run, {1, 2, 4, 8, 16}) : "";
       const double gbs = distinct * expert_mb * 1e3 / us;
       std::printf("%-9s %3lld %9.1f %8.0f %5.0f%% %12.1f  %s\n", f.name, (long long)n, us, gbs, 100.0 * gbs / copy_gbs,
                   distinct, splits.c_str());
