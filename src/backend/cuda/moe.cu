@@ -185,8 +185,10 @@ __global__ void __launch_bounds__(kGroupThreads)
   for (int i = 0; i < kGroupExpertsPerThread; ++i) {
     const int e = threadIdx.x * kGroupExpertsPerThread + i;
     per_expert[e] = first[i];
-    for (int q = 0; q < blocks[i]; ++q)
-      groups[first_group[i] + q] = make_int4(e, first[i] + kGroupColumns * q, min(kGroupColumns, n[i] - kGroupColumns * q), 0);
+    for (int q = 0; q < blocks[i]; ++q) {
+      const int begin = kGroupColumns * q;
+      groups[first_group[i] + q] = make_int4(e, first[i] + begin, min(kGroupColumns, n[i] - begin), 0);
+    }
   }
   if (threadIdx.x == 0) *count = total;
   __syncthreads();
