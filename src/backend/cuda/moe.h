@@ -34,8 +34,9 @@ struct ExpertLayout {
 bool same_layout(const WeightRef& a, const WeightRef& b);
 
 // experts_w1/w2/w3: device arrays of one WeightRef per expert. scratch:
-// routed_experts_scratch_floats(n, k, dim, inter) floats, 16-byte aligned. out [n, dim] = Σ_j weights[t, j] · w2_e(swiglu(w1_e·x, w3_e·x)). split: warps per block
-// of the tensor-core kernels, 1..16 (0: chosen from the matrices and k; a benchmark sweeps it).
+// routed_experts_scratch_floats(n, k, dim, inter) floats, 16-byte aligned. out [n, dim] =
+// Σ_j weights[t, j] · w2_e(swiglu(w1_e·x, w3_e·x)). split: warps per block of the tensor-core
+// kernels, 1..16 (0: chosen from the matrices and k; a benchmark sweeps it).
 int64_t routed_experts_scratch_floats(int64_t n, int64_t k, int64_t dim, int64_t inter);
 void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const float* weights, const int32_t* selected,
                     int64_t k, const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
