@@ -294,7 +294,7 @@ int run(int argc, char** argv) {
       return t;
     };
     const DeviceBuffer t1 = table(w1, I, D), t2 = table(w2, D, I), t3 = table(w3, I, D);
-    const tetra::cuda::ExpertLayout layout{w1[0].ref(f, I, D, 0), w2[0].ref(f, D, I, 0), true};
+    const tetra::cuda::ExpertLayout layout{w1[0].ref(f, I, D, 0), w2[0].ref(f, D, I, 0), true, E};
     const double expert_mb = double(3 * (w1[0].weight_bytes + w1[0].scale_bytes)) / 1e6;
     for (int64_t n : ms_list) {
       if (!keep_tokens(n)) continue;
@@ -316,7 +316,8 @@ int run(int argc, char** argv) {
         TETRA_CUDA_CHECK(cudaMemcpy(sel.back().get(), ids.data(), sel.back().bytes(), cudaMemcpyHostToDevice));
       }
       DeviceBuffer x = random_floats(size_t(n * D), rng), rw = random_floats(size_t(n * K), rng);
-      DeviceBuffer scratch(size_t(n * K * (I + D)) * sizeof(float)), out(size_t(n * D) * sizeof(float));
+      DeviceBuffer scratch(size_t(tetra::cuda::routed_experts_scratch_floats(n, K, D, I)) * sizeof(float)),
+          out(size_t(n * D) * sizeof(float));
       // split 0: the kernels' own choice; otherwise forced warps per block
       auto run = [&](int split) {
         return 1e3 * time_ms(iterations, [&](int i) {

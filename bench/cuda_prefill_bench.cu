@@ -307,7 +307,7 @@ int main(int argc, char** argv) {
     TETRA_CUDA_CHECK(cudaMemcpyAsync(up_alpha.get(), ones.data(), up_alpha.bytes(), cudaMemcpyHostToDevice, s));
     TETRA_CUDA_CHECK(cudaStreamSynchronize(s));
     // every routed expert has one layout: the tensor-core decode rows and the fused GEMMs apply
-    const tetra::cuda::ExpertLayout layout{r1[0], r2[0], true};
+    const tetra::cuda::ExpertLayout layout{r1[0], r2[0], true, experts};
     const tetra::cuda::GroupedExperts grouped{.experts = experts,
                                               .dim = dim,
                                               .inter = inter,
@@ -328,7 +328,7 @@ int main(int argc, char** argv) {
       DeviceBuffer x(size_t(n * dim) * 4), logits(size_t(n * experts) * 4), weights(size_t(n * k) * 4),
           selected(size_t(n * k) * 4), routed(size_t(n * dim) * 4), out(size_t(n * dim) * 4),
           gate(size_t(n * inter) * 4), up(size_t(n * inter) * 4), h(size_t(n * inter) * 4), shared(size_t(n * dim) * 4),
-          scratch(n <= 256 ? size_t(n * k * (inter + dim)) * 4 : 0);
+          scratch(n <= 256 ? size_t(tetra::cuda::routed_experts_scratch_floats(n, k, dim, inter)) * 4 : 0);
       fill_floats(x.get(), size_t(n * dim), 9, 1.0f, s);
       fill_floats(logits.get(), size_t(n * experts), 10, 2.0f, s);
       auto shared_linear = [&](const WeightRef& w, const float* in, float* o) {

@@ -330,7 +330,7 @@ class CudaBackend final : public Backend {
                                      .up_alpha = t.up_alpha.get<float>()};
         cuda::grouped_experts(gemm(), g, xr, rows.count, weights, selected, k, float(limit), t.round_input, yr);
       } else {
-        Tensor scratch = make({rows.count * k * (t.inter + d)}, ElemType::f32);
+        Tensor scratch = make({cuda::routed_experts_scratch_floats(rows.count, k, d, t.inter)}, ElemType::f32);
         cuda::routed_experts(xr, rows.count, d, t.inter, weights, selected, k, t.w1.get<WeightRef>(), t.w2.get<WeightRef>(),
                              t.w3.get<WeightRef>(), t.layout, float(limit), t.round_input, scratch.data<float>(), yr,
                              stream());
@@ -530,6 +530,7 @@ class CudaBackend final : public Backend {
     t->layout.up = weight_ref(w1.front(), t->round_input);
     t->layout.down = weight_ref(w2.front(), t->round_input);
     t->layout.uniform = true;
+    t->layout.experts = int64_t(w1.size());
     std::vector<float> up_alpha;
     auto table = [&](const std::vector<Tensor>& ws, std::vector<WeightRef>& refs, std::vector<float>& alphas,
                      size_t stride, size_t at, const WeightRef& like) {

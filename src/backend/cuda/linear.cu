@@ -118,9 +118,10 @@ __global__ void __launch_bounds__(max_split(NT) * 32, NT == 1 ? 2 : 1)
   const int c_begin = s_begin + span * warp / warps, c_end = s_begin + span * (warp + 1) / warps;
   wait_for_inputs();
   allow_next_kernel();
+  const float* columns[NT];
+  strided_columns<NT, P>(x + t0 * x_stride + int64_t(blockIdx.z) * w.in, x_stride, tokens, columns);
   float acc[kMmaTiles][NT][4];
-  warp_mma_rows<F, NT, P, Gated>(w, Gated ? wb : w, o0, end, x + t0 * x_stride + int64_t(blockIdx.z) * w.in, x_stride,
-                                 tokens, c_begin, c_end, acc);
+  warp_mma_rows<F, NT, P, Gated>(w, Gated ? wb : w, o0, end, columns, c_begin, c_end, acc);
   split_k_sum<NT>(acc, red);
   if (splits > 1) {  // the cluster of this row tile's blocks: block 0 adds the others' sums in order
     __shared__ float cluster_sums[kMmaTiles * NT * 4 * 32];

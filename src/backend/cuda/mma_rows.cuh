@@ -175,17 +175,33 @@ __device__ __forceinline__ float output_scale(const WeightRef& w) {
   else return 1.0f;
 }
 
-// acc[r][j] = rows of m-tile r · token columns of tile j over chunks [c_begin, c_end), with every
-// scale applied. Gated: m-tile 0 reads rows o0..o0+15 of wa, m-tile 1 the same rows of wb;
-// otherwise m-tile r reads rows o0+16r.. of wa. Rows at or past row_end are zeros. x: token 0's
-// activations (this matrix's input slice), x_stride floats between tokens, `tokens` present.
+// The lane's B column in each of the NT token tiles is column 8j + lane/4: `columns[j]` points
+// at the start of that column's activations (this matrix's input slice), null for an empty
+// column. A column's sums do not depend on what the other columns hold, so any rows may share a
+// tile (the experts gather the pairs of one expert).
+// Columns for `tokens` rows `stride` floats apart from x (column v holds token v, or with part
+// columns a part of token v / 3).
+template <int NT, int P>
+__device__ __forceinline__ void strided_columns(const float* x, int64_t stride, int tokens,
+                                                const float* (&columns)[NT]) {
+  const int g = (threadIdx.x & 31) / 4;
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int token = P == kPartColumns ? (8 * j + g) / 3 : 8 * j + g;
+    columns[j] = token < tokens ? x + token * stride : nullptr;
+  }
+}
+
+// acc[r][j] = rows of m-tile r · the token columns of tile j over chunks [c_begin, c_end), with
+// every scale applied. Gated: m-tile 0 reads rows o0..o0+15 of wa, m-tile 1 the same rows of wb;
+// otherwise m-tile r reads rows o0+16r.. of wa. Rows at or past row_end are zeros.
 // Chunks in flight per warp. Four took 150-178 registers a thread at one token tile (no spills,
 // but 12-13 warps an SM instead of 16, so the decode grids of ~2048 warps needed a second wave:
 // fp8 wq_b 14.7 -> 21.8 us on the H200) and spilled when held to 128.
 constexpr int kChunksInFlight = 2;
 template <WeightFormat F, int NT, int P, bool Gated>
 __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightRef& wb, int64_t o0, int64_t row_end,
-                                              const float* x, int64_t x_stride, int tokens, int c_begin, int c_end,
+                                              const float* const (&columns)[NT], int c_begin, int c_end,
                                               float (&acc)[kMmaTiles][NT][4]) {
   using C = MmaCodes<F>;
   const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
@@ -244,10 +260,7 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
       const float* xs[NT];
       const int64_t k = int64_t(c0 + u) * C::chunk + t * C::values;
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const int token = P == kPartColumns ? (8 * j + g) / 3 : 8 * j + g;
-        xs[j] = token < tokens && k < in ? x + token * x_stride + k : nullptr;
-      }
+      for (int j = 0; j < NT; ++j) xs[j] = columns[j] && k < in ? columns[j] + k : nullptr;
       uint32_t factor[kMmaTiles][2][2], second[kMmaTiles][2];
       bool large = false;
 #pragma unroll

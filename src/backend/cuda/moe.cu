@@ -1,5 +1,7 @@
 #include "backend/cuda/moe.h"
 
+#include <cub/block/block_scan.cuh>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/row_dot.cuh"
@@ -120,55 +122,136 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   if ((threadIdx.x & 31) == 0) y[pair * dim + o] = s;
 }
 
-// ---- tensor-core decode path: one launch over every (token, slot) pair; a block of `warps`
-// warps splits the inputs of 16 rows of w1 and w3 (up) or 32 rows of w2 (down) of one pair
-// (one token: the instances fit the 128 registers of 16-warp blocks).
+// ---- tensor-core decode path: one launch for w1/w3 and one for w2 over groups of up to 8 (token,
+// slot) pairs of one expert, a pair per mma column, so an expert's weights are read and decoded
+// once for its group (batch 32 of V4-Flash: ~135 distinct experts for 192 pairs). A block of
+// `warps` warps splits the inputs of 16 rows of w1 and w3 (up) or 32 rows of w2 (down) of one
+// group (one token tile: the instances fit the 128 registers of 16-warp blocks). A column's sums
+// do not depend on the other columns, so a pair comes out the same in any group.
 constexpr int kMaxSplit = 16;
+constexpr int kGroupColumns = 8;
 
-// grid (inter / 16, n·k): h[pair, o] = swiglu(w1_e[o]·x_t, w3_e[o]·x_t)
-template <WeightFormat F, int P>
-__global__ void __launch_bounds__(kMaxSplit * 32)
-    expert_up_mma_kernel(const float* x, int64_t dim, int64_t inter, const int32_t* selected, int64_t k,
-                         const WeightRef* w1, const WeightRef* w3, float limit, int chunks, float* h) {
+// The pairs grouped by expert (group_pairs_kernel), or, with null tables (one token: its k
+// experts are distinct), group g = pair g alone.
+struct PairGroups {
+  const int32_t* selected = nullptr;  // [pairs]: each pair's expert
+  const int4* groups = nullptr;       // [pairs]: (expert, first, count, 0) of each group
+  const int32_t* order = nullptr;     // [pairs]: pairs by expert, then pair; a group's are order[first..]
+  const int32_t* count = nullptr;     // groups in the table
+};
+struct PairGroup {
+  int expert, first, count;
+};
+__device__ __forceinline__ PairGroup group_at(const PairGroups& p, int g) {
+  if (!p.groups) return {p.selected[g], g, 1};
+  const int4 v = p.groups[g];
+  return {v.x, v.y, v.z};
+}
+// The pair in column c of a group.
+__device__ __forceinline__ int64_t pair_in(const PairGroups& p, const PairGroup& group, int c) {
+  return p.order ? p.order[group.first + c] : group.first + c;
+}
+
+// One block: the pairs grouped by expert, a group per 8 pairs of an expert, experts in index order
+// and each expert's pairs in pair order. Shared: the selections (dynamic) and per-expert counts.
+constexpr int kGroupThreads = 256, kGroupExpertsPerThread = 4;
+constexpr int64_t kMaxGroupedExperts = kGroupThreads * kGroupExpertsPerThread;
+__global__ void __launch_bounds__(kGroupThreads)
+    group_pairs_kernel(const int32_t* selected, int pairs, int experts, int4* groups, int32_t* order, int32_t* count) {
   allow_next_kernel();
-  extern __shared__ __align__(16) float red[];
-  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int64_t pair = blockIdx.y, t = pair / k, o0 = int64_t(blockIdx.x) * 16;
-  const int32_t e = selected[pair];
-  float acc[kMmaTiles][1][4];
-  warp_mma_rows<F, 1, P, true>(w1[e], w3[e], o0, inter, x + t * dim, dim, 1, chunks * warp / warps,
-                               chunks * (warp + 1) / warps, acc);
-  split_k_sum<1>(acc, red);
-  if (warp != 0 || lane % 4 != 0) return;  // lanes with t = 0 hold token column 0
+  extern __shared__ int32_t expert_of[];
+  __shared__ int32_t per_expert[kMaxGroupedExperts];  // pairs, then the first of each expert's pairs
+  using Scan = cub::BlockScan<int, kGroupThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  for (int e = threadIdx.x; e < kMaxGroupedExperts; e += kGroupThreads) per_expert[e] = 0;
+  for (int p = threadIdx.x; p < pairs; p += kGroupThreads) {
+    expert_of[p] = selected[p];
+    if (expert_of[p] < 0 || expert_of[p] >= experts) __trap();  // the router's selections are in range
+  }
+  __syncthreads();
+  for (int p = threadIdx.x; p < pairs; p += kGroupThreads) atomicAdd(&per_expert[expert_of[p]], 1);
+  __syncthreads();
+  int n[kGroupExpertsPerThread], first[kGroupExpertsPerThread], blocks[kGroupExpertsPerThread],
+      first_group[kGroupExpertsPerThread], total = 0;
 #pragma unroll
-  for (int i = 0; i < 4; i += 2) {
-    const int64_t o = o0 + lane / 4 + 8 * (i / 2);
-    if (o >= inter) continue;
-    h[pair * inter + o] = clamped_swiglu(acc[0][0][i], acc[1][0][i], limit);
+  for (int i = 0; i < kGroupExpertsPerThread; ++i) {
+    n[i] = per_expert[threadIdx.x * kGroupExpertsPerThread + i];
+    blocks[i] = (n[i] + kGroupColumns - 1) / kGroupColumns;
+  }
+  Scan(scan).ExclusiveSum(n, first);
+  __syncthreads();
+  Scan(scan).ExclusiveSum(blocks, first_group, total);
+#pragma unroll
+  for (int i = 0; i < kGroupExpertsPerThread; ++i) {
+    const int e = threadIdx.x * kGroupExpertsPerThread + i;
+    per_expert[e] = first[i];
+    for (int q = 0; q < blocks[i]; ++q) {
+      const int begin = kGroupColumns * q;
+      groups[first_group[i] + q] = make_int4(e, first[i] + begin, min(kGroupColumns, n[i] - begin), 0);
+    }
+  }
+  if (threadIdx.x == 0) *count = total;
+  __syncthreads();
+  for (int p = threadIdx.x; p < pairs; p += kGroupThreads) {
+    const int e = expert_of[p];
+    int rank = 0;
+    for (int q = 0; q < p; ++q) rank += expert_of[q] == e;
+    order[per_expert[e] + rank] = p;
   }
 }
 
-// grid (dim / 32, n·k): y[pair, o] = w2_e[o]·h[pair]
+// grid (inter / 16, groups): h[pair, o] = swiglu(w1_e[o]·x_t, w3_e[o]·x_t) for the group's pairs
 template <WeightFormat F, int P>
 __global__ void __launch_bounds__(kMaxSplit * 32)
-    expert_down_mma_kernel(const float* h, int64_t dim, int64_t inter, const int32_t* selected, const WeightRef* w2,
-                           int chunks, float* y) {
+    expert_up_mma_kernel(const float* x, int64_t dim, int64_t inter, PairGroups pg, int64_t k, const WeightRef* w1,
+                         const WeightRef* w3, float limit, int chunks, float* h) {
   allow_next_kernel();
   extern __shared__ __align__(16) float red[];
+  if (pg.count && int(blockIdx.y) >= *pg.count) return;  // the grid has room for one pair a group
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int64_t pair = blockIdx.y, o0 = int64_t(blockIdx.x) * 32;
-  const WeightRef& w = w2[selected[pair]];
+  const PairGroup group = group_at(pg, int(blockIdx.y));
+  const int64_t o0 = int64_t(blockIdx.x) * 16;
+  const int column = lane / 4;  // the lane's B column
+  const float* columns[1] = {column < group.count ? x + pair_in(pg, group, column) / k * dim : nullptr};
   float acc[kMmaTiles][1][4];
-  warp_mma_rows<F, 1, P, false>(w, w, o0, dim, h + pair * inter, inter, 1, chunks * warp / warps,
-                                chunks * (warp + 1) / warps, acc);
+  warp_mma_rows<F, 1, P, true>(w1[group.expert], w3[group.expert], o0, inter, columns, chunks * warp / warps,
+                               chunks * (warp + 1) / warps, acc);
   split_k_sum<1>(acc, red);
-  if (warp != 0 || lane % 4 != 0) return;
+  if (warp != 0) return;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {  // lane (g, t) holds columns 2t, 2t + 1 of rows g and g + 8
+    const int c = 2 * (lane % 4) + i % 2;
+    const int64_t o = o0 + lane / 4 + 8 * (i / 2);
+    if (c < group.count && o < inter)
+      h[pair_in(pg, group, c) * inter + o] = clamped_swiglu(acc[0][0][i], acc[1][0][i], limit);
+  }
+}
+
+// grid (dim / 32, groups): y[pair, o] = w2_e[o]·h[pair] for the group's pairs
+template <WeightFormat F, int P>
+__global__ void __launch_bounds__(kMaxSplit * 32)
+    expert_down_mma_kernel(const float* h, int64_t dim, int64_t inter, PairGroups pg, const WeightRef* w2, int chunks,
+                           float* y) {
+  allow_next_kernel();
+  extern __shared__ __align__(16) float red[];
+  if (pg.count && int(blockIdx.y) >= *pg.count) return;
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const PairGroup group = group_at(pg, int(blockIdx.y));
+  const int64_t o0 = int64_t(blockIdx.x) * 32;
+  const int column = lane / 4;
+  const float* columns[1] = {column < group.count ? h + pair_in(pg, group, column) * inter : nullptr};
+  const WeightRef& w = w2[group.expert];
+  float acc[kMmaTiles][1][4];
+  warp_mma_rows<F, 1, P, false>(w, w, o0, dim, columns, chunks * warp / warps, chunks * (warp + 1) / warps, acc);
+  split_k_sum<1>(acc, red);
+  if (warp != 0) return;
 #pragma unroll
   for (int r = 0; r < kMmaTiles; ++r)
 #pragma unroll
-    for (int i = 0; i < 4; i += 2) {
+    for (int i = 0; i < 4; ++i) {
+      const int c = 2 * (lane % 4) + i % 2;
       const int64_t o = o0 + 16 * r + lane / 4 + 8 * (i / 2);
-      if (o < dim) y[pair * dim + o] = acc[r][0][i];
+      if (c < group.count && o < dim) y[pair_in(pg, group, c) * dim + o] = acc[r][0][i];
     }
 }
 
@@ -185,7 +268,7 @@ int expert_split(int64_t tiles, int64_t k, int chunks) {
 }
 
 template <WeightFormat F, int P>
-void experts_mma(const float* x, int64_t pairs, int64_t dim, int64_t inter, const int32_t* selected, int64_t k,
+void experts_mma(const float* x, int64_t pairs, int64_t dim, int64_t inter, const PairGroups& groups, int64_t k,
                  const WeightRef* w1, const WeightRef* w2, const WeightRef* w3, float limit, float* h, float* y,
                  cudaStream_t stream, int split) {
   const int up_chunks = mma_chunks(F, dim), down_chunks = mma_chunks(F, inter);
@@ -194,19 +277,19 @@ void experts_mma(const float* x, int64_t pairs, int64_t dim, int64_t inter, cons
   const int down_warps = split > 0 ? split : expert_split(down_tiles, k, down_chunks);
   auto red = [](int warps) { return size_t(warps - 1) * kMmaTiles * 4 * 32 * sizeof(float); };
   expert_up_mma_kernel<F, P><<<dim3(unsigned(up_tiles), unsigned(pairs)), up_warps * 32, red(up_warps), stream>>>(
-      x, dim, inter, selected, k, w1, w3, limit, up_chunks, h);
+      x, dim, inter, groups, k, w1, w3, limit, up_chunks, h);
   TETRA_CUDA_CHECK(cudaGetLastError());
   expert_down_mma_kernel<F, P><<<dim3(unsigned(down_tiles), unsigned(pairs)), down_warps * 32, red(down_warps), stream>>>(
-      h, dim, inter, selected, w2, down_chunks, y);
+      h, dim, inter, groups, w2, down_chunks, y);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
 template <WeightFormat F>
 void experts_mma_parts(bool round_input, const float* x, int64_t pairs, int64_t dim, int64_t inter,
-                       const int32_t* selected, int64_t k, const WeightRef* w1, const WeightRef* w2, const WeightRef* w3,
-                       float limit, float* h, float* y, cudaStream_t stream, int split) {
-  if (round_input) experts_mma<F, kRounded>(x, pairs, dim, inter, selected, k, w1, w2, w3, limit, h, y, stream, split);
-  else experts_mma<F, kThreeParts>(x, pairs, dim, inter, selected, k, w1, w2, w3, limit, h, y, stream, split);
+                       const PairGroups& groups, int64_t k, const WeightRef* w1, const WeightRef* w2,
+                       const WeightRef* w3, float limit, float* h, float* y, cudaStream_t stream, int split) {
+  if (round_input) experts_mma<F, kRounded>(x, pairs, dim, inter, groups, k, w1, w2, w3, limit, h, y, stream, split);
+  else experts_mma<F, kThreeParts>(x, pairs, dim, inter, groups, k, w1, w2, w3, limit, h, y, stream, split);
 }
 
 __global__ void combine_kernel(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim, float* out) {
@@ -235,6 +318,11 @@ void route(const float* logits, const float* bias, const int32_t* tid2eid, const
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
+int64_t routed_experts_scratch_floats(int64_t n, int64_t k, int64_t dim, int64_t inter) {
+  const int64_t pairs = n * k;
+  return pairs * (inter + dim) + 5 * pairs + 1;  // h, y, then the groups (int4 each), their order and count
+}
+
 void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const float* weights, const int32_t* selected,
                     int64_t k, const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
                     const ExpertLayout& layout, float limit, bool round_input_to_bf16, float* scratch, float* out,
@@ -249,8 +337,19 @@ void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const
   // whole segments, which mma_rows_supported checks.
   if (layout.uniform && mma_rows_supported(layout.up, x, 1) && mma_rows_supported(layout.down, h, 1) &&
       layout.up.format == layout.down.format) {
+    PairGroups groups{.selected = selected};
+    const size_t group_shared = size_t(pairs) * sizeof(int32_t);
+    if (n > 1 && layout.experts > 0 && layout.experts <= kMaxGroupedExperts && group_shared <= 48 * 1024) {
+      // the tables after y: pairs·(inter + dim) floats keep them 16-byte aligned (whole segments)
+      int4* table = reinterpret_cast<int4*>(y + pairs * dim);
+      int32_t* order = reinterpret_cast<int32_t*>(table + pairs);
+      group_pairs_kernel<<<1, kGroupThreads, group_shared, stream>>>(selected, int(pairs), int(layout.experts), table,
+                                                                     order, order + pairs);
+      TETRA_CUDA_CHECK(cudaGetLastError());
+      groups = {selected, table, order, order + pairs};
+    }
     auto run = [&](auto launch) {
-      launch(round_input_to_bf16, x, pairs, dim, inter, selected, k, experts_w1, experts_w2, experts_w3, lim, h, y,
+      launch(round_input_to_bf16, x, pairs, dim, inter, groups, k, experts_w1, experts_w2, experts_w3, lim, h, y,
              stream, split);
     };
     switch (layout.up.format) {

@@ -24,16 +24,20 @@ void route(const float* logits, const float* bias, const int32_t* tid2eid, const
 
 // Host copies of a layer's first expert's w1 and w2; uniform: every expert's w1 and w3 match
 // `up`, and every w2 matches `down`, in format, dtypes and shape (the tensor-core kernels are
-// chosen once for all experts of a launch).
+// chosen once for all experts of a launch); experts: the length of the device tables (the
+// decode kernels group a step's pairs by expert when it is known, up to 1024).
 struct ExpertLayout {
   WeightRef up, down;
   bool uniform = false;
+  int64_t experts = 0;
 };
 bool same_layout(const WeightRef& a, const WeightRef& b);
 
-// experts_w1/w2/w3: device arrays of one WeightRef per expert. scratch: n·k·(inter + dim)
-// floats. out [n, dim] = Σ_j weights[t, j] · w2_e(swiglu(w1_e·x, w3_e·x)). split: warps per block
-// of the tensor-core kernels, 1..16 (0: chosen from the matrices and k; a benchmark sweeps it).
+// experts_w1/w2/w3: device arrays of one WeightRef per expert. scratch:
+// routed_experts_scratch_floats(n, k, dim, inter) floats, 16-byte aligned. out [n, dim] =
+// Σ_j weights[t, j] · w2_e(swiglu(w1_e·x, w3_e·x)). split: warps per block of the tensor-core
+// kernels, 1..16 (0: chosen from the matrices and k; a benchmark sweeps it).
+int64_t routed_experts_scratch_floats(int64_t n, int64_t k, int64_t dim, int64_t inter);
 void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const float* weights, const int32_t* selected,
                     int64_t k, const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
                     const ExpertLayout& layout, float limit, bool round_input_to_bf16, float* scratch, float* out,
