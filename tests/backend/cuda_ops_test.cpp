@@ -107,7 +107,8 @@ TEST_F(CudaOps, LinearEveryFormatAndBatchSize) {
 // multiprocessor holds 16 of their warps (at most 128 registers a thread). A change that costs
 // registers fails here rather than only in a benchmark: four chunks in flight per warp took
 // 150-178 registers, and fp8 wq_b went from 14.7 to 21.8 µs. Every V4-Flash shape and format at
-// one token tile (1 and 8 rows; the router and the head with f32 inputs).
+// one token tile (1 and 8 rows; the router and the head, with f32 inputs in three bf16 parts
+// each, 1 and 2). Wider tiles hold more accumulators and are not bound to 128 registers.
 TEST_F(CudaOps, DecodeLinearsHoldSixteenWarpsPerMultiprocessor) {
   const ModelConfig c = bench::synthetic_geometry("v4-flash", 1);
   const int64_t q = c.n_heads * c.head_dim;
@@ -134,7 +135,7 @@ TEST_F(CudaOps, DecodeLinearsHoldSixteenWarpsPerMultiprocessor) {
                                           {WeightFormat::nvfp4, DType::u8, DType::f8_e4m3}};
   for (const Shape& shape : shapes)
     for (const WeightLayout& f : formats)
-      for (int64_t n : {1, 8}) {
+      for (int64_t n : {int64_t(1), shape.f32_input ? int64_t(2) : int64_t(8)}) {
         const cuda::WeightRef w{.format = f.format,
                                 .weight_dtype = f.weight_dtype,
                                 .scale_dtype = f.scale_dtype,

@@ -15,6 +15,7 @@
 #include "backend/cuda/attention_keys.cuh"
 #include "backend/cuda/bf16_codes.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/shared_tiles.cuh"
 
 namespace tetra::cuda {
@@ -34,6 +35,7 @@ constexpr int kMaxPerLane = kMaxDim / 32;
 __global__ void __launch_bounds__(kWarps * 32)
     exact_attention_kernel(const float* q, AttentionKeys keys, const float* sinks, StepView at, int64_t begin,
                            AttentionParams p, float* out) {
+  wait_for_inputs();
   __shared__ float part_m[kWarps], part_s[kWarps];
   __shared__ float part_acc[kWarps][kMaxPerLane * 32];
   const int64_t r = begin + blockIdx.x / p.heads, h = blockIdx.x % p.heads, d = p.d;
@@ -177,6 +179,7 @@ template <bool Split, int G>
 __global__ void __launch_bounds__(kTcThreads, 1)
     mma_attention_kernel(const float* q, AttentionKeys keys, const float* sinks, StepView at, int64_t begin,
                          AttentionParams p, int64_t splits, float* partial, float* out) {
+  wait_for_inputs();
   constexpr int kMTiles = G / 16;
   // S: warps × keys per warp covering m-tiles × the tile's keys, at least 16 keys a warp
   constexpr int kScoreWarps = kTcWarps < kMTiles * kTileKeys / 16 ? kTcWarps : kMTiles * kTileKeys / 16;
@@ -432,6 +435,7 @@ constexpr int kCombineThreads = 128;
 __global__ void __launch_bounds__(kCombineThreads)
     combine_splits_kernel(const float* partial, AttentionKeys keys, const float* sinks, StepView at, int64_t begin,
                           AttentionParams p, int64_t splits, float* out) {
+  wait_for_inputs();
   const int64_t local = blockIdx.x / p.heads, h = blockIdx.x % p.heads, r = begin + local, d = p.d;
   float* o = out + (r * p.heads + h) * d;
   if (at.slot[r] < 0) {
@@ -480,7 +484,8 @@ void paged_attention(const float* q, const AttentionKeys& keys, const float* sin
   if (count * p.heads == 0) return;
   if (kernel == AttentionKernel::exact) {
     if (p.d > kMaxDim) runtime_error("cuda attention: head_dim ", p.d, " is above ", kMaxDim);
-    exact_attention_kernel<<<unsigned(count * p.heads), kWarps * 32, 0, stream>>>(q, keys, sinks, at, begin, p, out);
+    launch_early(exact_attention_kernel, dim3(unsigned(count * p.heads)), dim3(kWarps * 32), 0, stream, q, keys, sinks,
+                 at, begin, p, out);
     TETRA_CUDA_CHECK(cudaGetLastError());
     return;
   }
@@ -493,8 +498,8 @@ void paged_attention(const float* q, const AttentionKeys& keys, const float* sin
     constexpr int G = decltype(group_heads)::value;
     const int64_t groups = (p.heads + G - 1) / G;
     TETRA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(TcShared<G>))));
-    fn<<<dim3(unsigned(count * groups), unsigned(splits)), kTcThreads, sizeof(TcShared<G>), stream>>>(
-        q, keys, sinks, at, begin, p, splits, scratch, out);
+    launch_early(fn, dim3(unsigned(count * groups), unsigned(splits)), dim3(kTcThreads), sizeof(TcShared<G>), stream, q,
+                 keys, sinks, at, begin, p, splits, scratch, out);
     TETRA_CUDA_CHECK(cudaGetLastError());
   };
   if (!split) {
@@ -505,8 +510,8 @@ void paged_attention(const float* q, const AttentionKeys& keys, const float* sin
   // order (bit-identical), so the choice may follow the step's row count.
   if (count <= kFewRows) launch(mma_attention_kernel<true, kDecodeHeads>, std::integral_constant<int, kDecodeHeads>{});
   else launch(mma_attention_kernel<true, kPrefillHeads>, std::integral_constant<int, kPrefillHeads>{});
-  combine_splits_kernel<<<unsigned(count * p.heads), kCombineThreads, 0, stream>>>(scratch, keys, sinks, at, begin, p,
-                                                                                   splits, out);
+  launch_early(combine_splits_kernel, dim3(unsigned(count * p.heads)), dim3(kCombineThreads), 0, stream, scratch, keys,
+               sinks, at, begin, p, splits, out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -25,6 +25,7 @@ __device__ __forceinline__ float warp_max(float v) {
 // every thread some rope dims and padding bytes.
 __global__ void __launch_bounds__(kEncodeThreads)
     encode_kv_fp8_kernel(const float* rows, int64_t d, int64_t rope_dim, int64_t row_bytes, uint8_t* out) {
+  wait_for_inputs();
   allow_next_kernel();
   constexpr int kPerLane = int(kFp8Block / 32);
   const float* row = rows + int64_t(blockIdx.x) * d;
@@ -59,6 +60,7 @@ __global__ void __launch_bounds__(kEncodeThreads)
 
 __global__ void decode_kv_fp8_kernel(const uint8_t* bytes, int64_t n, int64_t d, int64_t rope_dim, int64_t row_bytes,
                                      float* out) {
+  wait_for_inputs();
   allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n * d) return;
@@ -69,6 +71,7 @@ __global__ void decode_kv_fp8_kernel(const uint8_t* bytes, int64_t n, int64_t d,
 }
 
 __global__ void encode_bf16_kernel(const float* values, int64_t count, uint8_t* out) {
+  wait_for_inputs();
   allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= count) return;
@@ -78,6 +81,7 @@ __global__ void encode_bf16_kernel(const float* values, int64_t count, uint8_t* 
 }
 
 __global__ void decode_bf16_kernel(const uint8_t* bytes, int64_t count, float* out) {
+  wait_for_inputs();
   allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k < count) out[k] = decode_bf16(uint16_t(bytes[2 * k] | (bytes[2 * k + 1] << 8)));
@@ -87,6 +91,7 @@ __global__ void decode_bf16_kernel(const uint8_t* bytes, int64_t count, float* o
 // Walsh-Hadamard loop stage by stage (each value sees the same additions), then one thread per
 // 32-value block picks the scale and packs the codes.
 __global__ void encode_indexer_fp4_kernel(const float* rows, int64_t d, int64_t row_bytes, uint8_t* out) {
+  wait_for_inputs();
   allow_next_kernel();
   extern __shared__ float v[];
   const float* row = rows + int64_t(blockIdx.x) * d;
@@ -119,6 +124,7 @@ __global__ void encode_indexer_fp4_kernel(const float* rows, int64_t d, int64_t 
 }
 
 __global__ void decode_indexer_fp4_kernel(const uint8_t* bytes, int64_t n, int64_t d, int64_t row_bytes, float* out) {
+  wait_for_inputs();
   allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n * d) return;
@@ -131,38 +137,42 @@ __global__ void decode_indexer_fp4_kernel(const uint8_t* bytes, int64_t n, int64
 
 void encode_kv_fp8(const float* rows, int64_t n, int64_t d, int64_t rope_dim, uint8_t* out, cudaStream_t stream) {
   if (n == 0) return;
-  encode_kv_fp8_kernel<<<unsigned(n), kEncodeThreads, 0, stream>>>(rows, d, rope_dim, kv_fp8_row_bytes(d, rope_dim), out);
+  launch_early(encode_kv_fp8_kernel, dim3(unsigned(n)), dim3(kEncodeThreads), 0, stream, rows, d, rope_dim,
+               kv_fp8_row_bytes(d, rope_dim), out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
 void decode_kv_fp8(const uint8_t* bytes, int64_t n, int64_t d, int64_t rope_dim, float* out, cudaStream_t stream) {
   if (n * d == 0) return;
-  decode_kv_fp8_kernel<<<blocks_for(n * d), 256, 0, stream>>>(bytes, n, d, rope_dim, kv_fp8_row_bytes(d, rope_dim), out);
+  launch_early(decode_kv_fp8_kernel, dim3(blocks_for(n * d)), dim3(256), 0, stream, bytes, n, d, rope_dim,
+               kv_fp8_row_bytes(d, rope_dim), out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
 void encode_bf16(const float* values, int64_t count, uint8_t* out, cudaStream_t stream) {
   if (count == 0) return;
-  encode_bf16_kernel<<<blocks_for(count), 256, 0, stream>>>(values, count, out);
+  launch_early(encode_bf16_kernel, dim3(blocks_for(count)), dim3(256), 0, stream, values, count, out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
 void decode_bf16(const uint8_t* bytes, int64_t count, float* out, cudaStream_t stream) {
   if (count == 0) return;
-  decode_bf16_kernel<<<blocks_for(count), 256, 0, stream>>>(bytes, count, out);
+  launch_early(decode_bf16_kernel, dim3(blocks_for(count)), dim3(256), 0, stream, bytes, count, out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
 void encode_indexer_fp4(const float* rows, int64_t n, int64_t d, uint8_t* out, cudaStream_t stream) {
   if (d <= 0 || (d & (d - 1))) runtime_error("cuda indexer fp4: the Hadamard rotation needs a power-of-two size, got ", d);
   if (n == 0) return;
-  encode_indexer_fp4_kernel<<<unsigned(n), 128, size_t(d) * sizeof(float), stream>>>(rows, d, indexer_fp4_row_bytes(d), out);
+  launch_early(encode_indexer_fp4_kernel, dim3(unsigned(n)), dim3(128), size_t(d) * sizeof(float), stream, rows, d,
+               indexer_fp4_row_bytes(d), out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
 void decode_indexer_fp4(const uint8_t* bytes, int64_t n, int64_t d, float* out, cudaStream_t stream) {
   if (n * d == 0) return;
-  decode_indexer_fp4_kernel<<<blocks_for(n * d), 256, 0, stream>>>(bytes, n, d, indexer_fp4_row_bytes(d), out);
+  launch_early(decode_indexer_fp4_kernel, dim3(blocks_for(n * d)), dim3(256), 0, stream, bytes, n, d,
+               indexer_fp4_row_bytes(d), out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

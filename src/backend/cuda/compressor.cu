@@ -32,6 +32,7 @@ __device__ Tokens tokens_of(int64_t r, const float* kv, const float* gate, const
 // One thread per (row, channel); candidates in the reference's order: previous, current.
 __global__ void pool_kernel(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n,
                             int64_t width, StepView at, int64_t ratio, bool overlap, float* out) {
+  wait_for_inputs();
   allow_next_kernel();
   const int64_t out_w = overlap ? width / 2 : width;
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -77,6 +78,7 @@ __global__ void pool_kernel(PagedView pending, const float* kv, const float* gat
 // One block per row: the last `ring` positions of each sequence into the pending ring.
 __global__ void keep_kernel(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t width,
                             StepView at, int64_t ratio, bool overlap) {
+  wait_for_inputs();
   allow_next_kernel();
   const int64_t r = blockIdx.x, t = at.position[r];
   const Tokens tok = tokens_of(r, kv, gate, ape, pending, width, at, ratio, overlap);
@@ -91,9 +93,10 @@ void compress(PagedView pending, const float* kv, const float* gate, const float
               StepView at, int64_t ratio, bool overlap, float* out, cudaStream_t stream) {
   const int64_t total = n * (overlap ? width / 2 : width);
   if (total == 0) return;
-  pool_kernel<<<unsigned((total + 127) / 128), 128, 0, stream>>>(pending, kv, gate, ape, n, width, at, ratio, overlap, out);
+  launch_early(pool_kernel, dim3(unsigned((total + 127) / 128)), dim3(128), 0, stream, pending, kv, gate, ape, n, width,
+               at, ratio, overlap, out);
   TETRA_CUDA_CHECK(cudaGetLastError());
-  keep_kernel<<<unsigned(n), 128, 0, stream>>>(pending, kv, gate, ape, width, at, ratio, overlap);
+  launch_early(keep_kernel, dim3(unsigned(n)), dim3(128), 0, stream, pending, kv, gate, ape, width, at, ratio, overlap);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

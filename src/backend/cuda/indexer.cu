@@ -5,6 +5,7 @@
 
 #include "backend/cuda/bf16_codes.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/paged.cuh"
 
 namespace tetra::cuda {
@@ -107,6 +108,7 @@ template <RowFormat F, int D>
 __global__ void __launch_bounds__(kMmaThreads, 4)
     indexer_score_mma_kernel(const float* q, const float* weights, PagedView keys, StepView at, int64_t heads,
                              int64_t ratio, float weight_scale, float* scratch, int64_t capacity) {
+  wait_for_inputs();
   constexpr int kSteps = D / 16, kStride = D + kKeyPad;
   constexpr int kOctetsPerThread = D / 8 / (kMmaThreads / kTileKeys);  // two threads per key
   __shared__ __align__(16) uint16_t tile[kTileKeys * kStride];
@@ -221,6 +223,7 @@ template <int PerLane>
 __global__ void __launch_bounds__(kExactThreads)
     indexer_score_kernel(const float* q, const float* weights, PagedView keys, RowFormat format, StepView at,
                          int64_t heads, int64_t d, int64_t ratio, float weight_scale, float* scratch, int64_t capacity) {
+  wait_for_inputs();
   const int64_t r = int64_t(gridDim.x) - 1 - blockIdx.x;  // longest rows first, as above
   const int64_t count = visible_keys(at, r, ratio);
   const int32_t slot = at.slot[r];
@@ -267,6 +270,7 @@ __device__ __forceinline__ bool pickable(float v) { return v != -INFINITY; }
 // ascending). O(keys) work per row; the result equals k argmax rounds with ties to the lower index.
 __global__ void __launch_bounds__(kSelectThreads)
     indexer_select_kernel(const float* scratch, int64_t capacity, StepView at, int64_t ratio, int64_t k, int32_t* out) {
+  wait_for_inputs();
   using Scan = cub::BlockScan<int, kSelectThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ int hist[kBins];
@@ -403,14 +407,16 @@ void paged_indexer_scores(const float* q, const float* weights, PagedView keys, 
   const dim3 grid{unsigned(n), unsigned(columns)};
   if (bf16_inputs && tensor_core_scores(keys, format, heads, d)) {
     auto run = [&](auto kernel) {
-      kernel<<<grid, kMmaThreads, 0, stream>>>(q, weights, keys, at, heads, ratio, weight_scale, scratch, capacity);
+      launch_early(kernel, dim3(grid), dim3(kMmaThreads), 0, stream, q, weights, keys, at, heads, ratio, weight_scale,
+                   scratch, capacity);
     };
     if (format == RowFormat::fp4_indexer) launch_mma_scores<RowFormat::fp4_indexer>(d, run);
     else if (format == RowFormat::bf16) launch_mma_scores<RowFormat::bf16>(d, run);
     else launch_mma_scores<RowFormat::f32>(d, run);
   } else {
     auto run = [&](auto kernel) {
-      kernel<<<grid, kExactThreads, 0, stream>>>(q, weights, keys, format, at, heads, d, ratio, weight_scale, scratch, capacity);
+      launch_early(kernel, dim3(grid), dim3(kExactThreads), 0, stream, q, weights, keys, format, at, heads, d, ratio,
+                   weight_scale, scratch, capacity);
     };
     if (d <= 32) run(indexer_score_kernel<1>);
     else if (d <= 64) run(indexer_score_kernel<2>);
@@ -428,7 +434,8 @@ void paged_indexer_topk(const float* q, const float* weights, PagedView keys, Ro
   if (winners > 48 * 1024) runtime_error("cuda indexer: top-", k, " is above ", 48 * 1024 / 8);
   if (n == 0 || k == 0) return;
   paged_indexer_scores(q, weights, keys, format, n, at, heads, d, ratio, weight_scale, bf16_inputs, scratch, capacity, stream);
-  indexer_select_kernel<<<unsigned(n), kSelectThreads, winners, stream>>>(scratch, capacity, at, ratio, k, out);
+  launch_early(indexer_select_kernel, dim3(unsigned(n)), dim3(kSelectThreads), winners, stream, scratch, capacity, at,
+               ratio, k, out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

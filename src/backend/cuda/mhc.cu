@@ -30,6 +30,7 @@ int64_t slice_count(const HcParams& p) { return (p.hc * p.dim + kSliceLength - 1
 template <int Rows>
 __global__ void __launch_bounds__(kThreads)
     hc_mix_kernel(const float* h, const float* fn, int64_t n, int mix, int64_t flat, float* partial) {
+  wait_for_inputs();
   allow_next_kernel();
   __shared__ float warp_sums[kThreads / 32][Rows][kSums];
   const int64_t r0 = int64_t(blockIdx.x) * Rows, slice = blockIdx.y, slices = gridDim.y;
@@ -103,6 +104,7 @@ template <int HC>
 __global__ void __launch_bounds__(kThreads)
     hc_pre_finish_kernel(const float* h, const float* partial, int64_t slices, const float* base, const float* scale,
                          HcParams p, int64_t columns, float* x, float* post, float* comb) {
+  wait_for_inputs();
   allow_next_kernel();
   __shared__ float mixes[kMaxMix];
   __shared__ float pre[HC];
@@ -149,6 +151,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     hc_head_finish_kernel(const float* h, const float* partial, int64_t slices, const float* base, const float* scale,
                           HcParams p, int64_t columns, float* x) {
+  wait_for_inputs();
   allow_next_kernel();
   __shared__ float mixes[kMaxMix];
   __shared__ float pre[kMaxHc];
@@ -166,6 +169,7 @@ __global__ void __launch_bounds__(kThreads)
 template <int HC>
 __global__ void hc_post_kernel(const float* h, const float* y, const float* post, const float* comb, int64_t n,
                                int64_t dim, float* out) {
+  wait_for_inputs();
   allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n * dim) return;
@@ -195,9 +199,10 @@ void launch_mix(const float* h, const float* fn, int64_t n, int mix, const HcPar
   const int64_t flat = p.hc * p.dim;
   const unsigned slices = unsigned(slice_count(p));
   if (n < 4)
-    hc_mix_kernel<1><<<dim3(unsigned(n), slices), kThreads, 0, stream>>>(h, fn, n, mix, flat, partial);
+    launch_early(hc_mix_kernel<1>, dim3(unsigned(n), slices), dim3(kThreads), 0, stream, h, fn, n, mix, flat, partial);
   else
-    hc_mix_kernel<4><<<dim3(unsigned((n + 3) / 4), slices), kThreads, 0, stream>>>(h, fn, n, mix, flat, partial);
+    launch_early(hc_mix_kernel<4>, dim3(unsigned((n + 3) / 4), slices), dim3(kThreads), 0, stream, h, fn, n, mix, flat,
+                 partial);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -216,8 +221,8 @@ void hc_pre(const float* h, const float* fn, const float* base, const float* sca
   if (n == 0) return;
   launch_mix(h, fn, n, int((2 + p.hc) * p.hc), p, scratch, stream);
   auto finish = [&](auto kernel) {
-    kernel<<<finish_grid(n, p), kThreads, 0, stream>>>(h, scratch, slice_count(p), base, scale, p,
-                                                       finish_columns(n, p), x, post, comb);
+    launch_early(kernel, dim3(finish_grid(n, p)), dim3(kThreads), 0, stream, h, scratch, slice_count(p), base, scale, p,
+                 finish_columns(n, p), x, post, comb);
   };
   switch (p.hc) {
     case 1: finish(hc_pre_finish_kernel<1>); break;
@@ -234,7 +239,9 @@ void hc_post(const float* h, const float* y, const float* post, const float* com
   const int64_t total = n * dim;
   if (total == 0) return;
   const unsigned blocks = unsigned((total + 255) / 256);
-  auto post_kernel = [&](auto kernel) { kernel<<<blocks, 256, 0, stream>>>(h, y, post, comb, n, dim, out); };
+  auto post_kernel = [&](auto kernel) {
+    launch_early(kernel, dim3(blocks), dim3(256), 0, stream, h, y, post, comb, n, dim, out);
+  };
   switch (hc) {
     case 1: post_kernel(hc_post_kernel<1>); break;
     case 2: post_kernel(hc_post_kernel<2>); break;
@@ -249,8 +256,8 @@ void hc_head(const float* h, const float* fn, const float* base, const float* sc
   check_hc(p);
   if (n == 0) return;
   launch_mix(h, fn, n, int(p.hc), p, scratch, stream);
-  hc_head_finish_kernel<<<finish_grid(n, p), kThreads, 0, stream>>>(h, scratch, slice_count(p), base, scale, p,
-                                                                     finish_columns(n, p), x);
+  launch_early(hc_head_finish_kernel, dim3(finish_grid(n, p)), dim3(kThreads), 0, stream, h, scratch, slice_count(p),
+               base, scale, p, finish_columns(n, p), x);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -35,6 +35,7 @@ __device__ __forceinline__ void keep_better(float& v, int& e, float other_v, int
 // the k picks is a warp-wide argmax (one thread scanning every expert k times took ~29 µs).
 __global__ void route_kernel(const float* logits, const float* bias, const int32_t* tid2eid, const int32_t* ids,
                              RouteParams p, float* weights, int32_t* selected) {
+  wait_for_inputs();
   allow_next_kernel();
   extern __shared__ float shared[];
   float* s = shared;
@@ -94,6 +95,7 @@ __global__ void route_kernel(const float* logits, const float* bias, const int32
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     expert_up_kernel(const float* x, int64_t dim, int64_t inter, const int32_t* selected, int64_t k, const WeightRef* w1,
                      const WeightRef* w3, float limit, bool round_input, float* h) {
+  wait_for_inputs();
   allow_next_kernel();
   __shared__ __align__(16) float tile[kTilePitch];
   const int64_t o = int64_t(blockIdx.y) * kWarpsPerBlock + threadIdx.x / 32;
@@ -111,6 +113,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     expert_down_kernel(const float* h, int64_t dim, int64_t inter, const int32_t* selected, const WeightRef* w2,
                        bool round_input, float* y) {
+  wait_for_inputs();
   allow_next_kernel();
   __shared__ __align__(16) float tile[kTilePitch];
   const int64_t o = int64_t(blockIdx.y) * kWarpsPerBlock + threadIdx.x / 32;
@@ -158,6 +161,7 @@ constexpr int kGroupThreads = 256, kGroupExpertsPerThread = 4;
 constexpr int64_t kMaxGroupedExperts = kGroupThreads * kGroupExpertsPerThread;
 __global__ void __launch_bounds__(kGroupThreads)
     group_pairs_kernel(const int32_t* selected, int pairs, int experts, int4* groups, int32_t* order, int32_t* count) {
+  wait_for_inputs();
   allow_next_kernel();
   extern __shared__ int32_t expert_of[];
   __shared__ int32_t per_expert[kMaxGroupedExperts];  // pairs, then the first of each expert's pairs
@@ -205,6 +209,7 @@ template <WeightFormat F, int P>
 __global__ void __launch_bounds__(kMaxSplit * 32)
     expert_up_mma_kernel(const float* x, int64_t dim, int64_t inter, PairGroups pg, int64_t k, const WeightRef* w1,
                          const WeightRef* w3, float limit, int chunks, float* h) {
+  wait_for_inputs();
   allow_next_kernel();
   extern __shared__ __align__(16) float red[];
   if (pg.count && int(blockIdx.y) >= *pg.count) return;  // the grid has room for one pair a group
@@ -232,6 +237,7 @@ template <WeightFormat F, int P>
 __global__ void __launch_bounds__(kMaxSplit * 32)
     expert_down_mma_kernel(const float* h, int64_t dim, int64_t inter, PairGroups pg, const WeightRef* w2, int chunks,
                            float* y) {
+  wait_for_inputs();
   allow_next_kernel();
   extern __shared__ __align__(16) float red[];
   if (pg.count && int(blockIdx.y) >= *pg.count) return;
@@ -276,11 +282,11 @@ void experts_mma(const float* x, int64_t pairs, int64_t dim, int64_t inter, cons
   const int up_warps = split > 0 ? split : expert_split(up_tiles, k, up_chunks);
   const int down_warps = split > 0 ? split : expert_split(down_tiles, k, down_chunks);
   auto red = [](int warps) { return size_t(warps - 1) * kMmaTiles * 4 * 32 * sizeof(float); };
-  expert_up_mma_kernel<F, P><<<dim3(unsigned(up_tiles), unsigned(pairs)), up_warps * 32, red(up_warps), stream>>>(
-      x, dim, inter, groups, k, w1, w3, limit, up_chunks, h);
+  launch_early(expert_up_mma_kernel<F, P>, dim3(unsigned(up_tiles), unsigned(pairs)), dim3(up_warps * 32),
+               red(up_warps), stream, x, dim, inter, groups, k, w1, w3, limit, up_chunks, h);
   TETRA_CUDA_CHECK(cudaGetLastError());
-  expert_down_mma_kernel<F, P><<<dim3(unsigned(down_tiles), unsigned(pairs)), down_warps * 32, red(down_warps), stream>>>(
-      h, dim, inter, groups, w2, down_chunks, y);
+  launch_early(expert_down_mma_kernel<F, P>, dim3(unsigned(down_tiles), unsigned(pairs)), dim3(down_warps * 32),
+               red(down_warps), stream, h, dim, inter, groups, w2, down_chunks, y);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -293,6 +299,7 @@ void experts_mma_parts(bool round_input, const float* x, int64_t pairs, int64_t 
 }
 
 __global__ void combine_kernel(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim, float* out) {
+  wait_for_inputs();
   allow_next_kernel();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * dim) return;
@@ -314,7 +321,8 @@ void route(const float* logits, const float* bias, const int32_t* tid2eid, const
   if (n == 0) return;
   const size_t shared = size_t(2 * p.experts) * sizeof(float);
   if (shared > 48 * 1024) runtime_error("cuda route: ", p.experts, " experts exceed the router's shared memory");
-  route_kernel<<<unsigned(n), 32, shared, stream>>>(logits, bias, tid2eid, ids, p, weights, selected);
+  launch_early(route_kernel, dim3(unsigned(n)), dim3(32), shared, stream, logits, bias, tid2eid, ids, p, weights,
+               selected);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -343,8 +351,8 @@ void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const
       // the tables after y: pairs·(inter + dim) floats keep them 16-byte aligned (whole segments)
       int4* table = reinterpret_cast<int4*>(y + pairs * dim);
       int32_t* order = reinterpret_cast<int32_t*>(table + pairs);
-      group_pairs_kernel<<<1, kGroupThreads, group_shared, stream>>>(selected, int(pairs), int(layout.experts), table,
-                                                                     order, order + pairs);
+      launch_early(group_pairs_kernel, dim3(1), dim3(kGroupThreads), group_shared, stream, selected, int(pairs),
+                   int(layout.experts), table, order, order + pairs);
       TETRA_CUDA_CHECK(cudaGetLastError());
       groups = {selected, table, order, order + pairs};
     }
@@ -359,17 +367,19 @@ void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const
       case WeightFormat::mxfp4: run(experts_mma_parts<WeightFormat::mxfp4>); break;
       case WeightFormat::nvfp4: run(experts_mma_parts<WeightFormat::nvfp4>); break;
     }
-    combine_kernel<<<unsigned((n * dim + 255) / 256), 256, 0, stream>>>(y, weights, n, k, dim, out);
+    launch_early(combine_kernel, dim3(unsigned((n * dim + 255) / 256)), dim3(256), 0, stream, y, weights, n, k, dim,
+                 out);
     TETRA_CUDA_CHECK(cudaGetLastError());
     return;
   }
-  expert_up_kernel<<<dim3(unsigned(pairs), unsigned((inter + kWarpsPerBlock - 1) / kWarpsPerBlock)), kWarpsPerBlock * 32, 0,
-                     stream>>>(x, dim, inter, selected, k, experts_w1, experts_w3, lim, round_input_to_bf16, h);
+  launch_early(expert_up_kernel, dim3(unsigned(pairs), unsigned((inter + kWarpsPerBlock - 1) / kWarpsPerBlock)),
+               dim3(kWarpsPerBlock * 32), 0, stream, x, dim, inter, selected, k, experts_w1, experts_w3, lim,
+               round_input_to_bf16, h);
   TETRA_CUDA_CHECK(cudaGetLastError());
-  expert_down_kernel<<<dim3(unsigned(pairs), unsigned((dim + kWarpsPerBlock - 1) / kWarpsPerBlock)), kWarpsPerBlock * 32, 0,
-                       stream>>>(h, dim, inter, selected, experts_w2, round_input_to_bf16, y);
+  launch_early(expert_down_kernel, dim3(unsigned(pairs), unsigned((dim + kWarpsPerBlock - 1) / kWarpsPerBlock)),
+               dim3(kWarpsPerBlock * 32), 0, stream, h, dim, inter, selected, experts_w2, round_input_to_bf16, y);
   TETRA_CUDA_CHECK(cudaGetLastError());
-  combine_kernel<<<unsigned((n * dim + 255) / 256), 256, 0, stream>>>(y, weights, n, k, dim, out);
+  launch_early(combine_kernel, dim3(unsigned((n * dim + 255) / 256)), dim3(256), 0, stream, y, weights, n, k, dim, out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -60,6 +60,7 @@ template <typename Vec, bool Rope>
 __global__ void __launch_bounds__(kWarpRunsPerBlock * 32)
     rms_norm_warp_kernel(const float* x, const float* weight, int64_t runs, int64_t group, float eps, RopeArgs rope,
                          float* y) {
+  wait_for_inputs();
   allow_next_kernel();
   constexpr int kLanes = sizeof(Vec) / sizeof(float), kPerLane = int(kWarpRunMax) / 32 / kLanes;
   const int64_t run = int64_t(blockIdx.x) * kWarpRunsPerBlock + threadIdx.x / 32;
@@ -89,6 +90,7 @@ __global__ void __launch_bounds__(kWarpRunsPerBlock * 32)
 template <typename Vec, bool Rope>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_block_kernel(const float* x, const float* weight, int64_t group, float eps, RopeArgs rope, float* y) {
+  wait_for_inputs();
   allow_next_kernel();
   constexpr int kLanes = sizeof(Vec) / sizeof(float);
   const int64_t run = blockIdx.x;
@@ -112,10 +114,11 @@ template <typename Vec, bool Rope>
 void launch_rms_norm(const float* x, const float* weight, int64_t runs, int64_t group, float eps, const RopeArgs& rope,
                      float* y, cudaStream_t stream) {
   if (group <= kWarpRunMax)
-    rms_norm_warp_kernel<Vec, Rope><<<unsigned((runs + kWarpRunsPerBlock - 1) / kWarpRunsPerBlock), kWarpRunsPerBlock * 32,
-                                      0, stream>>>(x, weight, runs, group, eps, rope, y);
+    launch_early(rms_norm_warp_kernel<Vec, Rope>, dim3(unsigned((runs + kWarpRunsPerBlock - 1) / kWarpRunsPerBlock)),
+                 dim3(kWarpRunsPerBlock * 32), 0, stream, x, weight, runs, group, eps, rope, y);
   else
-    rms_norm_block_kernel<Vec, Rope><<<unsigned(runs), kNormThreads, 0, stream>>>(x, weight, group, eps, rope, y);
+    launch_early(rms_norm_block_kernel<Vec, Rope>, dim3(unsigned(runs)), dim3(kNormThreads), 0, stream, x, weight,
+                 group, eps, rope, y);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -123,6 +126,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv_freq, int64_t rows, int64_t heads,
                             int64_t head_dim, int64_t half, bool inverse) {
+  wait_for_inputs();
   allow_next_kernel();
   const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= rows * heads * half) return;
@@ -160,7 +164,8 @@ void rope(float* x, const int32_t* positions, const float* inv_freq, int64_t row
           int64_t half, bool inverse, cudaStream_t stream) {
   const int64_t n = rows * heads * half;
   if (n == 0) return;
-  rope_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(x, positions, inv_freq, rows, heads, head_dim, half, inverse);
+  launch_early(rope_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, stream, x, positions, inv_freq, rows, heads,
+               head_dim, half, inverse);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

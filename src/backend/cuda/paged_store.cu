@@ -6,6 +6,7 @@ namespace tetra::cuda {
 namespace {
 
 __global__ void store_rows_kernel(PagedView dst, const uint8_t* rows, StepView at, int64_t ring, int64_t ratio) {
+  wait_for_inputs();
   allow_next_kernel();
   const int64_t r = blockIdx.x;
   const int32_t slot = at.slot[r], t = at.position[r];
@@ -24,7 +25,7 @@ __global__ void store_rows_kernel(PagedView dst, const uint8_t* rows, StepView a
 void store_rows(PagedView dst, const uint8_t* rows, int64_t n, StepView at, int64_t ring, int64_t ratio,
                 cudaStream_t stream) {
   if (n == 0) return;
-  store_rows_kernel<<<unsigned(n), 128, 0, stream>>>(dst, rows, at, ring, ratio);
+  launch_early(store_rows_kernel, dim3(unsigned(n)), dim3(128), 0, stream, dst, rows, at, ring, ratio);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
