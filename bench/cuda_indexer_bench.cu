@@ -147,7 +147,7 @@ struct Workload {
     at = upload(a);
     q = DeviceBuffer(size_t(rows * kHeads * kDim) * sizeof(float));
     w = DeviceBuffer(size_t(rows * kHeads) * sizeof(float));
-    scratch = DeviceBuffer(size_t(rows * capacity) * sizeof(float));
+    scratch = DeviceBuffer(size_t(indexer_topk_scratch_floats(rows, capacity, kTopk)) * sizeof(float));
     out = DeviceBuffer(size_t(rows * kTopk) * sizeof(int32_t));
     const int64_t pool_bytes = int64_t(pool.bytes()), qn = rows * kHeads * kDim, wn = rows * kHeads;
     fill_keys<<<blocks_of(pool_bytes), 256, 0, stream.get()>>>(pool.get<uint8_t>(), pool_bytes, 1);

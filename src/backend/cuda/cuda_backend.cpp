@@ -393,7 +393,7 @@ class CudaBackend final : public Backend {
   Tensor indexer_topk(const Tensor& q, const Tensor& weights, const PagedRows& keys, IndexerCacheDtype t, const StepRows& at,
                       int64_t heads, int64_t k, int64_t ratio, double weight_scale) override {
     const int64_t n = q.rows(), d = q.row_numel() / heads;
-    Tensor scratch = make({n * std::max<int64_t>(keys.capacity, 1)}, ElemType::f32);
+    Tensor scratch = make({cuda::indexer_topk_scratch_floats(n, std::max<int64_t>(keys.capacity, 1), k)}, ElemType::f32);
     Tensor out = make({n, k}, ElemType::i32);
     const cuda::RowFormat f = t == IndexerCacheDtype::f32    ? cuda::RowFormat::f32
                               : t == IndexerCacheDtype::bf16 ? cuda::RowFormat::bf16

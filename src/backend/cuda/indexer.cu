@@ -264,13 +264,35 @@ __host__ __device__ constexpr int64_t winner_stride(int64_t k) { return (k + 3) 
 // Scores of -inf (nothing) are never picked.
 __device__ __forceinline__ bool pickable(float v) { return v != -INFINITY; }
 
-// One block per row: the k-th largest key by radix select (a shared histogram per 8 bits, most
-// significant first), then one ordered pass collecting every score above it and the first ties
-// at it (lower index first), then the winners placed by rank (score descending, index
-// ascending). O(keys) work per row; the result equals k argmax rounds with ties to the lower index.
-__global__ void __launch_bounds__(kSelectThreads)
-    indexer_select_kernel(const float* scratch, int64_t capacity, StepView at, int64_t ratio, int64_t k, int32_t* out) {
-  wait_for_inputs();
+// The float of an order key (order_key's inverse; -0 comes back as +0).
+__device__ __forceinline__ float key_score(uint32_t key) {
+  return __uint_as_float(key ^ (key >> 31 ? 0x80000000u : 0xFFFFFFFFu));
+}
+
+// Where select_top reads: a row's scores from `first` on (indices first + c) ...
+struct ScoreSlice {
+  const float* z;
+  int64_t first;
+  __device__ float score(int64_t c) const { return z[first + c]; }
+  __device__ int32_t index(int64_t c) const { return int32_t(first + c); }
+};
+// ... or the first stage's candidates of a row (scores and the indices they came from).
+struct Candidates {
+  const float* scores;
+  const int32_t* indices;
+  __device__ float score(int64_t c) const { return scores[c]; }
+  __device__ int32_t index(int64_t c) const { return indices[c]; }
+};
+
+// One block: the top k of src's `count` entries, ranked (score descending, ties to the lower
+// position) into o (their indices; -1 past the pickable ones) and, when o_score is set, their
+// scores (-inf past them). The k-th largest key by radix select (a shared histogram per 8 bits,
+// most significant first), then one ordered pass collecting every score above it and the first
+// ties at it (lower position first), then the winners placed by rank. O(count) work; the result
+// equals k argmax rounds with ties to the lower position. Where scores tie, positions are in
+// index order for both sources, so ties also go to the lower index.
+template <class Source>
+__device__ void select_top(const Source& src, int64_t count, int64_t k, int32_t* o, float* o_score) {
   using Scan = cub::BlockScan<int, kSelectThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ int hist[kBins];
@@ -280,11 +302,6 @@ __global__ void __launch_bounds__(kSelectThreads)
   uint32_t* win_key = winners;
   int32_t* win_index = reinterpret_cast<int32_t*>(winners + winner_stride(k));
 
-  const int64_t r = blockIdx.x;
-  const int64_t count = visible_keys(at, r, ratio);
-  const float* z = scratch + r * capacity;
-  int32_t* o = out + r * k;
-
   // need: how many of the keys matching `prefix` on the bits seen so far are still to be taken
   uint32_t prefix = 0, mask = 0;
   int need = 0, take = 0;
@@ -293,7 +310,7 @@ __global__ void __launch_bounds__(kSelectThreads)
     __syncthreads();
     for (int64_t base = 0; base < count; base += blockDim.x) {  // whole warps: equal bins add once per warp
       const int64_t c = base + threadIdx.x;
-      const float v = c < count ? z[c] : -INFINITY;
+      const float v = c < count ? src.score(c) : -INFINITY;
       const uint32_t key = order_key(v);
       const int bin = pickable(v) && (key & mask) == prefix ? int((key >> shift) & (kBins - 1)) : -1;
       const unsigned peers = __match_any_sync(0xFFFFFFFFu, bin);
@@ -344,21 +361,21 @@ __global__ void __launch_bounds__(kSelectThreads)
     int ties = 0;
     for (int64_t base = 0; base < count; base += blockDim.x) {
       const int64_t c = base + threadIdx.x;
-      const float v = c < count ? z[c] : -INFINITY;
+      const float v = c < count ? src.score(c) : -INFINITY;
       const uint32_t key = order_key(v);
       const bool ok = pickable(v), above = ok && key > prefix, equal = ok && key == prefix;
       if (above) {
         const int slot = atomicAdd(&shared_above, 1);
         win_key[slot] = key;
-        win_index[slot] = int32_t(c);
+        win_index[slot] = src.index(c);
       }
       const int equals = __syncthreads_count(equal && ties < need);
-      if (equals > 0) {  // uniform: the ties of this stretch in index order
+      if (equals > 0) {  // uniform: the ties of this stretch in position order
         int rank;
         Scan(scan).ExclusiveSum(equal ? 1 : 0, rank);
         if (equal && ties + rank < need) {
           win_key[ties_at + ties + rank] = key;
-          win_index[ties_at + ties + rank] = int32_t(c);
+          win_index[ties_at + ties + rank] = src.index(c);
         }
         ties += equals;
         __syncthreads();  // scan storage is reused
@@ -371,9 +388,54 @@ __global__ void __launch_bounds__(kSelectThreads)
       int rank = 0;
       for (int j = 0; j < take; ++j) rank += win_key[j] > key || (win_key[j] == key && win_index[j] < index);
       o[rank] = index;
+      if (o_score) o_score[rank] = key_score(key);
     }
   }
-  for (int64_t j = take + threadIdx.x; j < k; j += blockDim.x) o[j] = -1;
+  for (int64_t j = take + threadIdx.x; j < k; j += blockDim.x) {
+    o[j] = -1;
+    if (o_score) o_score[j] = -INFINITY;
+  }
+}
+
+// Rows of many keys (long contexts) select in two stages: block (row, part) ranks the top k of
+// its part of the row (a stretch of `part_keys` keys) into candidates, then one block per row
+// ranks the top k of the row's candidates. The same picks in the same order as one stage: a
+// key among the row's top k is beaten by fewer than k keys, so by fewer than k in its part; and
+// the candidates lie in part order, each part ranked with ties to the lower index, so equal
+// scores meet the second stage in index order. (One block over a 1M-token row walked 262144
+// keys five times.)
+constexpr int64_t kPartKeys = 8192;
+constexpr int64_t kMaxParts = 64;
+
+__global__ void __launch_bounds__(kSelectThreads)
+    indexer_select_kernel(const float* scratch, int64_t capacity, StepView at, int64_t ratio, int64_t k, int32_t* out) {
+  wait_for_inputs();
+  const int64_t r = blockIdx.x;
+  select_top(ScoreSlice{scratch + r * capacity, 0}, visible_keys(at, r, ratio), k, out + r * k, nullptr);
+}
+
+__global__ void __launch_bounds__(kSelectThreads)
+    indexer_select_parts_kernel(const float* scratch, int64_t capacity, StepView at, int64_t ratio, int64_t k,
+                                int64_t part_keys, float* part_scores, int32_t* part_indices) {
+  wait_for_inputs();
+  const int64_t r = blockIdx.x, part = blockIdx.y, first = part * part_keys;
+  const int64_t count = visible_keys(at, r, ratio);
+  const int64_t keys = count > first ? (count - first < part_keys ? count - first : part_keys) : 0;
+  const int64_t slot = (r * gridDim.y + part) * k;
+  select_top(ScoreSlice{scratch + r * capacity, first}, keys, k, part_indices + slot, part_scores + slot);
+}
+
+__global__ void __launch_bounds__(kSelectThreads)
+    indexer_select_candidates_kernel(const float* part_scores, const int32_t* part_indices, int64_t parts, int64_t k,
+                                     int32_t* out) {
+  wait_for_inputs();
+  const int64_t r = blockIdx.x, first = r * parts * k;
+  select_top(Candidates{part_scores + first, part_indices + first}, parts * k, k, out + r * k, nullptr);
+}
+
+int64_t select_parts(int64_t capacity) {
+  const int64_t parts = (capacity + kPartKeys - 1) / kPartKeys;
+  return parts < kMaxParts ? parts : kMaxParts;
 }
 
 // The tensor cores take heads <= 64 and d of 32, 64 or 128 over rows whose loads are aligned
@@ -427,6 +489,11 @@ void paged_indexer_scores(const float* q, const float* weights, PagedView keys, 
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
+int64_t indexer_topk_scratch_floats(int64_t n, int64_t capacity, int64_t k) {
+  const int64_t parts = select_parts(capacity);
+  return n * capacity + (parts > 1 ? 2 * n * parts * k : 0);  // scores, then candidate scores and indices
+}
+
 void paged_indexer_topk(const float* q, const float* weights, PagedView keys, RowFormat format, int64_t n, StepView at,
                         int64_t heads, int64_t d, int64_t k, int64_t ratio, float weight_scale, bool bf16_inputs,
                         float* scratch, int64_t capacity, int32_t* out, cudaStream_t stream) {
@@ -434,8 +501,20 @@ void paged_indexer_topk(const float* q, const float* weights, PagedView keys, Ro
   if (winners > 48 * 1024) runtime_error("cuda indexer: top-", k, " is above ", 48 * 1024 / 8);
   if (n == 0 || k == 0) return;
   paged_indexer_scores(q, weights, keys, format, n, at, heads, d, ratio, weight_scale, bf16_inputs, scratch, capacity, stream);
-  launch_early(indexer_select_kernel, dim3(unsigned(n)), dim3(kSelectThreads), winners, stream, scratch, capacity, at,
-               ratio, k, out);
+  const int64_t parts = select_parts(capacity);
+  if (parts <= 1) {
+    launch_early(indexer_select_kernel, dim3(unsigned(n)), dim3(kSelectThreads), winners, stream, scratch, capacity, at,
+                 ratio, k, out);
+  } else {
+    float* part_scores = scratch + n * capacity;
+    int32_t* part_indices = reinterpret_cast<int32_t*>(part_scores + n * parts * k);
+    const int64_t part_keys = (capacity + parts - 1) / parts;
+    launch_early(indexer_select_parts_kernel, dim3(unsigned(n), unsigned(parts)), dim3(kSelectThreads), winners, stream,
+                 scratch, capacity, at, ratio, k, part_keys, part_scores, part_indices);
+    TETRA_CUDA_CHECK(cudaGetLastError());
+    launch_early(indexer_select_candidates_kernel, dim3(unsigned(n)), dim3(kSelectThreads), winners, stream,
+                 part_scores, part_indices, parts, k, out);
+  }
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -79,8 +79,9 @@ void paged_indexer_scores(const float* q, const float* weights, PagedView keys, 
                           int64_t capacity, cudaStream_t stream);
 
 // The k best-scoring visible keys per row (the scores above), by score descending, ties to the
-// lower index, -1 past the visible keys. scratch: n·capacity floats (capacity >= every
-// sequence's key count). k <= 6144.
+// lower index, -1 past the visible keys. scratch: indexer_topk_scratch_floats(n, capacity, k)
+// floats (capacity >= every sequence's key count). k <= 6144.
+int64_t indexer_topk_scratch_floats(int64_t n, int64_t capacity, int64_t k);
 void paged_indexer_topk(const float* q, const float* weights, PagedView keys, RowFormat format, int64_t n, StepView at,
                         int64_t heads, int64_t d, int64_t k, int64_t ratio, float weight_scale, bool bf16_inputs,
                         float* scratch, int64_t capacity, int32_t* out, cudaStream_t stream);
