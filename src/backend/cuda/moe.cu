@@ -31,8 +31,10 @@ __device__ __forceinline__ void keep_better(float& v, int& e, float other_v, int
   }
 }
 
-// One warp per token; dynamic shared memory: 2·experts floats (scores, biased scores). Each of
-// the k picks is a warp-wide argmax (one thread scanning every expert k times took ~29 µs).
+// One warp per token; dynamic shared memory: 2·experts floats (scores, biased scores), then the k
+// picks. Each of the k picks is a warp-wide argmax (one thread scanning every expert k times took
+// ~29 µs); the weights read the picks back from shared memory (from `selected`, just written, they
+// were k dependent trips to L2).
 __global__ void route_kernel(const float* logits, const float* bias, const int32_t* tid2eid, const int32_t* ids,
                              RouteParams p, float* weights, int32_t* selected) {
   wait_for_inputs();
@@ -40,6 +42,7 @@ __global__ void route_kernel(const float* logits, const float* bias, const int32
   extern __shared__ float shared[];
   float* s = shared;
   float* biased = shared + p.experts;
+  int32_t* picked = reinterpret_cast<int32_t*>(shared + 2 * p.experts);
   const int lane = threadIdx.x;
   const int64_t r = blockIdx.x, E = p.experts, k = p.k;
   for (int64_t e = lane; e < E; e += 32) s[e] = score_of(logits[r * E + e], p.scoring);
@@ -61,8 +64,9 @@ __global__ void route_kernel(const float* logits, const float* bias, const int32
   int32_t* sel = selected + r * k;
   if (tid2eid) {
     for (int64_t j = lane; j < k; j += 32) {
-      sel[j] = tid2eid[int64_t(ids[r]) * k + j];
-      if (sel[j] < 0 || sel[j] >= E) __trap();
+      const int32_t e = tid2eid[int64_t(ids[r]) * k + j];
+      if (e < 0 || e >= E) __trap();
+      sel[j] = picked[j] = e;
     }
   } else {
     for (int64_t e = lane; e < E; e += 32) biased[e] = s[e] + (bias ? bias[e] : 0.0f);
@@ -79,7 +83,7 @@ __global__ void route_kernel(const float* logits, const float* bias, const int32
         keep_better(v, best, other_v, other_e);
       }
       if (best < 0) __trap();  // fewer finite scores than k: the router produced NaNs
-      if (lane == 0) sel[j] = best;
+      if (lane == 0) sel[j] = picked[j] = best;
       if (best % 32 == lane) biased[best] = -INFINITY;
       __syncwarp();
     }
@@ -87,8 +91,9 @@ __global__ void route_kernel(const float* logits, const float* bias, const int32
   __syncwarp();
   if (lane != 0) return;
   float sum = 0;
-  for (int64_t j = 0; j < k; ++j) sum += s[sel[j]];
-  for (int64_t j = 0; j < k; ++j) weights[r * k + j] = (p.renormalize ? s[sel[j]] / (sum + 1e-20f) : s[sel[j]]) * p.route_scale;
+  for (int64_t j = 0; j < k; ++j) sum += s[picked[j]];
+  for (int64_t j = 0; j < k; ++j)
+    weights[r * k + j] = (p.renormalize ? s[picked[j]] / (sum + 1e-20f) : s[picked[j]]) * p.route_scale;
 }
 
 // grid (n·k, inter / warps): h[pair, o] = swiglu(w1_e[o]·x_t, w3_e[o]·x_t)
@@ -319,8 +324,9 @@ bool same_layout(const WeightRef& a, const WeightRef& b) {
 void route(const float* logits, const float* bias, const int32_t* tid2eid, const int32_t* ids, int64_t n,
            const RouteParams& p, float* weights, int32_t* selected, cudaStream_t stream) {
   if (n == 0) return;
-  const size_t shared = size_t(2 * p.experts) * sizeof(float);
-  if (shared > 48 * 1024) runtime_error("cuda route: ", p.experts, " experts exceed the router's shared memory");
+  const size_t shared = size_t(2 * p.experts) * sizeof(float) + size_t(p.k) * sizeof(int32_t);
+  if (shared > 48 * 1024)
+    runtime_error("cuda route: ", p.experts, " experts and top-", p.k, " exceed the router's shared memory");
   launch_early(route_kernel, dim3(unsigned(n)), dim3(32), shared, stream, logits, bias, tid2eid, ids, p, weights,
                selected);
   TETRA_CUDA_CHECK(cudaGetLastError());
