@@ -59,6 +59,13 @@ Tensor Backend::gated_linear(const Tensor& x, const Tensor& w1, const Tensor& w3
   return swiglu(linear(x, w1, runs), linear(x, w3, runs), limit);
 }
 
+std::vector<Tensor> Backend::linears(const Tensor& x, const std::vector<const Tensor*>& ws, RowRuns runs) {
+  std::vector<Tensor> out;
+  out.reserve(ws.size());
+  for (const Tensor* w : ws) out.push_back(linear(x, *w, runs));
+  return out;
+}
+
 void Backend::copy_into(const Tensor& dst, const Tensor& src) {
   const int64_t bytes = src.numel() * elem_bytes(src.type());
   if (bytes != dst.numel() * elem_bytes(dst.type())) runtime_error(name(), " backend copy_into: sizes differ");

@@ -119,6 +119,10 @@ class Backend {
   // swiglu(x·w1ᵀ, x·w3ᵀ, limit): one op so that a backend can do it in one pass. The default
   // composes the three.
   virtual Tensor gated_linear(const Tensor& x, const Tensor& w1, const Tensor& w3, double limit, RowRuns runs = {});
+  // x·wᵀ for every w of ws, in order: one op so that a backend can run linears sharing their
+  // input in one launch (the projections of an attention layer's input). The default runs them
+  // one by one.
+  virtual std::vector<Tensor> linears(const Tensor& x, const std::vector<const Tensor*>& ws, RowRuns runs = {});
 
   // ---- mHC
   virtual MixWeights hc_pre(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,

@@ -282,23 +282,57 @@ Tensor Model::block_forward(const Block& b, int64_t layer, Tensor h, const Batch
   return be_.hc_post(h, moe(b, m.x, batch), m.post, m.comb);
 }
 
+namespace {
+
+// A weight and where its product goes.
+struct Projection {
+  const Tensor* weight;
+  Tensor* out;
+};
+// out = x·weightᵀ for each projection, in one backend call: a backend may run linears that
+// share their input in one launch.
+void project(Backend& be, const Tensor& x, const std::vector<Projection>& projections, RowRuns runs) {
+  std::vector<const Tensor*> weights;
+  for (const Projection& p : projections) weights.push_back(p.weight);
+  std::vector<Tensor> products = be.linears(x, weights, runs);
+  for (size_t i = 0; i < projections.size(); ++i) *projections[i].out = std::move(products[i]);
+}
+
+}  // namespace
+
 Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const Batch& batch) {
   const ModelConfig& c = config_;
   const int64_t hd = c.head_dim;
   const Tensor& inv_freq = b.ratio > 0 ? inv_freq_compressed_ : inv_freq_main_;
   const Tensor x = be_.rms_norm(x_in, &b.attn_norm, c.dim, c.norm_eps);
-  const Tensor qr = be_.rms_norm(be_.linear(x, b.wq_a, batch.runs), &b.q_norm, c.q_lora_rank, c.norm_eps);
-  Tensor q = be_.rms_norm_rope(be_.linear(qr, b.wq_b, batch.runs), nullptr, hd, c.norm_eps, batch.at.position, inv_freq);
-  Tensor kv = be_.rms_norm_rope(be_.linear(x, b.wkv, batch.runs), &b.kv_norm, hd, c.norm_eps, batch.at.position, inv_freq);
+  // x's projections: q's and kv's, the compressors' (compressed layers), the indexer's head
+  // weights (CSA); then qr's: q's heads and the indexer's queries.
+  struct CompressorInputs {
+    Tensor kv, gate;
+  } main_in, index_in;
+  Tensor q_a, kv_a, index_head_weights, q_b, index_q;
+  std::vector<Projection> from_x{{&b.wq_a, &q_a}, {&b.wkv, &kv_a}};
+  if (b.ratio > 0)
+    from_x.insert(from_x.end(), {{&b.compressor.wkv, &main_in.kv}, {&b.compressor.wgate, &main_in.gate}});
+  if (b.ratio == 4)
+    from_x.insert(from_x.end(), {{&b.index_compressor.wkv, &index_in.kv},
+                                 {&b.index_compressor.wgate, &index_in.gate},
+                                 {&b.index_weights, &index_head_weights}});
+  project(be_, x, from_x, batch.runs);
+  const Tensor qr = be_.rms_norm(q_a, &b.q_norm, c.q_lora_rank, c.norm_eps);
+  std::vector<Projection> from_qr{{&b.wq_b, &q_b}};
+  if (b.ratio == 4) from_qr.push_back({&b.index_wq_b, &index_q});
+  project(be_, qr, from_qr, batch.runs);
+  Tensor q = be_.rms_norm_rope(q_b, nullptr, hd, c.norm_eps, batch.at.position, inv_freq);
+  Tensor kv = be_.rms_norm_rope(kv_a, &b.kv_norm, hd, c.norm_eps, batch.at.position, inv_freq);
   // Every use, the producing step's included, sees the values as the cache stores them.
   const Tensor kv_stored = be_.encode_kv(kv, caches_.kv, c.rope_dim);
   auto paged = [&](StreamKind kind) { return cache_->rows(cache_->layout().stream(layer, kind)); };
 
   // The entries of the windows this step's tokens complete (zero rows elsewhere), normalized
   // and rotated to their window's first position.
-  auto entries = [&](const Block::Compressor& w, StreamKind pending, bool overlap) {
-    const Tensor pooled =
-        be_.compress(paged(pending), be_.linear(x, w.wkv, batch.runs), be_.linear(x, w.wgate, batch.runs), w.ape, batch.at, b.ratio, overlap);
+  auto entries = [&](const Block::Compressor& w, const CompressorInputs& in, StreamKind pending, bool overlap) {
+    const Tensor pooled = be_.compress(paged(pending), in.kv, in.gate, w.ape, batch.at, b.ratio, overlap);
     const int64_t width = pooled.dim(1);
     return be_.rms_norm_rope(pooled, &w.norm, width, c.norm_eps, batch.entry_position.at(b.ratio),
                              inv_freq_compressed_);
@@ -308,19 +342,22 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const
   Tensor selected;
   if (b.ratio > 0) {
     compressed = paged(StreamKind::compressed);
-    be_.store_rows(compressed, be_.encode_kv(entries(b.compressor, StreamKind::compressor_pending, b.ratio == 4), caches_.kv, c.rope_dim),
+    be_.store_rows(compressed,
+                   be_.encode_kv(entries(b.compressor, main_in, StreamKind::compressor_pending, b.ratio == 4),
+                                 caches_.kv, c.rope_dim),
                    batch.at, completed);
   }
   if (b.ratio == 4) {  // CSA: the indexer picks the top-k compressed entries per query
     const PagedRows keys = paged(StreamKind::indexer_keys);
-    be_.store_rows(keys, be_.encode_indexer(entries(b.index_compressor, StreamKind::indexer_pending, true), caches_.indexer),
-                   batch.at, completed);
+    be_.store_rows(
+        keys,
+        be_.encode_indexer(entries(b.index_compressor, index_in, StreamKind::indexer_pending, true), caches_.indexer),
+        batch.at, completed);
     const int64_t ihd = c.index_head_dim, ih = c.index_n_heads;
-    Tensor qi = be_.linear(qr, b.index_wq_b, batch.runs);
-    be_.rope(qi, batch.at.position, inv_freq_compressed_, ihd, false);
-    qi = be_.indexer_query(qi, caches_.indexer, ihd);
-    selected = be_.indexer_topk(qi, be_.linear(x, b.index_weights, batch.runs), keys, caches_.indexer, batch.at, ih, c.index_topk,
-                                b.ratio, 1.0 / std::sqrt(double(ihd)) / std::sqrt(double(ih)));
+    be_.rope(index_q, batch.at.position, inv_freq_compressed_, ihd, false);
+    const Tensor qi = be_.indexer_query(index_q, caches_.indexer, ihd);
+    selected = be_.indexer_topk(qi, index_head_weights, keys, caches_.indexer, batch.at, ih, c.index_topk, b.ratio,
+                                1.0 / std::sqrt(double(ihd)) / std::sqrt(double(ih)));
   }
 
   const PagedRows window = paged(StreamKind::window);
