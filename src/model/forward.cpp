@@ -346,6 +346,7 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const
                    be_.encode_kv(entries(b.compressor, main_in, StreamKind::compressor_pending, b.ratio == 4),
                                  caches_.kv, c.rope_dim),
                    batch.at, completed);
+    main_in = {};  // its memory back before attention (a prefill's are tens of MB)
   }
   if (b.ratio == 4) {  // CSA: the indexer picks the top-k compressed entries per query
     const PagedRows keys = paged(StreamKind::indexer_keys);
@@ -353,6 +354,7 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const
         keys,
         be_.encode_indexer(entries(b.index_compressor, index_in, StreamKind::indexer_pending, true), caches_.indexer),
         batch.at, completed);
+    index_in = {};
     const int64_t ihd = c.index_head_dim, ih = c.index_n_heads;
     be_.rope(index_q, batch.at.position, inv_freq_compressed_, ihd, false);
     const Tensor qi = be_.indexer_query(index_q, caches_.indexer, ihd);
