@@ -87,8 +87,11 @@ def main():
             f"median whole-step time at batch 1 ({where}) over its byte floor: (weight bytes the step reads + KV "
             f"bytes at that context) / measured copy bandwidth" if b1 and b1.get("error") is None
             else f"batch 1 at context {ctx} did not run: {b1['error'] if b1 else 'not in the run'}")
+        floors = h.get("decode_b32_floor_over_b1_floor")
         notes["decode_b32_over_b1"] = (
-            f"median step time at batch 32 over batch 1 ({where})" if h["decode_b32_over_b1"] is not None
+            f"median step time at batch 32 over batch 1 ({where})"
+            + (f"; batch 32's byte floor is {floors:.2f}x batch 1's (the experts its tokens touch)" if floors else "")
+            if h["decode_b32_over_b1"] is not None
             else f"batch 32 at context {ctx} did not run: {b32['error'] if b32 else 'not in the run'}")
         p = tetra.get("prefill")
         if p and p["tokens"] == 8192 and p.get("bf16_rate_fraction") is not None:

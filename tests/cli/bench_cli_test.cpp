@@ -61,8 +61,23 @@ TEST_F(BenchCli, TimesDecodeAndPrefillAgainstTheirFloors) {
   EXPECT_GT(j["prefill"]["flops"]["total"].get<double>(), 0);
   EXPECT_TRUE(j["headline"]["decode_b1_step_over_floor"].is_number());
   EXPECT_TRUE(j["headline"]["decode_b32_over_b1"].is_null());  // no batch 32 in this run
+  EXPECT_TRUE(j["headline"]["decode_b32_floor_over_b1_floor"].is_null());
   EXPECT_GT(j["kv_capacity"]["bytes_per_sequence"].get<double>(), 0);
   EXPECT_TRUE(j["kv_capacity"]["sequences_one_gpu"].is_null());
+}
+
+// Batch 32 against batch 1: the step-time ratio, and the ratio of the byte floors (32 tokens
+// touch more experts than one, so their floor is higher).
+TEST_F(BenchCli, HeadlineComparesBatch32WithBatch1) {
+  const fs::path out = dir_ / "bench32.json";
+  const auto r = bench("--batch 1 32 --context 0 --steps 1 --json " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(out);
+  const json h = json::parse(in)["headline"];
+  ASSERT_TRUE(h["decode_b32_over_b1"].is_number()) << h.dump();
+  EXPECT_GT(h["decode_b32_over_b1"].get<double>(), 0);
+  ASSERT_TRUE(h["decode_b32_floor_over_b1_floor"].is_number()) << h.dump();
+  EXPECT_GT(h["decode_b32_floor_over_b1_floor"].get<double>(), 1.0);
 }
 
 TEST_F(BenchCli, OptionErrorsAreUsageErrors) {
