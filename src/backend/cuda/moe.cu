@@ -347,6 +347,12 @@ void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const
   float* h = scratch;
   float* y = scratch + pairs * inter;
   const float lim = limit > 0 ? limit : INFINITY;
+  // out: each token's pairs' y weighted and added in slot order (either path below)
+  auto combine = [&] {
+    launch_early(combine_kernel, dim3(unsigned((n * dim + 255) / 256)), dim3(256), 0, stream, y, weights, n, k, dim,
+                 out);
+    TETRA_CUDA_CHECK(cudaGetLastError());
+  };
   // x rows (dim floats) and h rows (inter floats) stay 16-byte aligned when the widths are
   // whole segments, which mma_rows_supported checks.
   if (layout.uniform && mma_rows_supported(layout.up, x, 1) && mma_rows_supported(layout.down, h, 1) &&
@@ -373,9 +379,7 @@ void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const
       case WeightFormat::mxfp4: run(experts_mma_parts<WeightFormat::mxfp4>); break;
       case WeightFormat::nvfp4: run(experts_mma_parts<WeightFormat::nvfp4>); break;
     }
-    launch_early(combine_kernel, dim3(unsigned((n * dim + 255) / 256)), dim3(256), 0, stream, y, weights, n, k, dim,
-                 out);
-    TETRA_CUDA_CHECK(cudaGetLastError());
+    combine();
     return;
   }
   launch_early(expert_up_kernel, dim3(unsigned(pairs), unsigned((inter + kWarpsPerBlock - 1) / kWarpsPerBlock)),
@@ -385,8 +389,7 @@ void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const
   launch_early(expert_down_kernel, dim3(unsigned(pairs), unsigned((dim + kWarpsPerBlock - 1) / kWarpsPerBlock)),
                dim3(kWarpsPerBlock * 32), 0, stream, h, dim, inter, selected, experts_w2, round_input_to_bf16, y);
   TETRA_CUDA_CHECK(cudaGetLastError());
-  launch_early(combine_kernel, dim3(unsigned((n * dim + 255) / 256)), dim3(256), 0, stream, y, weights, n, k, dim, out);
-  TETRA_CUDA_CHECK(cudaGetLastError());
+  combine();
 }
 
 }  // namespace tetra::cuda
