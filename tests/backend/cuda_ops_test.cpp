@@ -437,7 +437,7 @@ TEST_F(CudaOps, LinearsSharingAnInput) {
 TEST_F(CudaOps, LinearsInOneLaunch) {
   const int64_t in = 2048, n = 3;
   const std::vector<int64_t> outs{1024, 512, 96, 1024, 40};
-  std::vector<DeviceBuffer> weights, outputs;
+  std::vector<cuda::DeviceBuffer> weights, outputs;
   std::vector<cuda::WeightRef> refs;
   std::vector<float*> ys;
   for (int64_t out : outs) {
@@ -452,7 +452,7 @@ TEST_F(CudaOps, LinearsInOneLaunch) {
     ys.push_back(outputs.back().get<float>());
   }
   const std::vector<float> x = random_values(size_t(n * in), rng);
-  DeviceBuffer xd(x.size() * sizeof(float)), single(size_t(n * 1024) * sizeof(float));
+  cuda::DeviceBuffer xd(x.size() * sizeof(float)), single(size_t(n * 1024) * sizeof(float));
   ASSERT_EQ(cudaMemcpy(xd.get(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_TRUE(cuda::linears(refs.data(), ys.data(), int(refs.size()), xd.get<float>(), n, true, nullptr));
   for (size_t i = 0; i < refs.size(); ++i) {
