@@ -398,6 +398,79 @@ TEST_F(CudaOps, LinearQuantizedLargeShapes) {
   }
 }
 
+// linears(): the weights of one layout reading one input share a launch at decode sizes (two
+// layouts interleaved here, rows not a multiple of the 32-row tile, 1..64 tokens), and a prefill
+// run takes the linears one by one; every product as the CPU's linear gives it.
+TEST_F(CudaOps, LinearsSharingAnInput) {
+  const int64_t in = 1024;
+  const std::vector<WeightLayout> layouts{{WeightFormat::fp8_block, DType::f8_e4m3, DType::f8_e8m0},
+                                          {WeightFormat::nvfp4, DType::u8, DType::f8_e4m3}};
+  std::vector<std::unique_ptr<RandomLinear>> mats;
+  for (int64_t out : {512, 64, 300})
+    for (const WeightLayout& l : layouts)
+      mats.push_back(std::make_unique<RandomLinear>(l.format, l.weight_dtype, l.scale_dtype, out, in, rng));
+  for (int64_t n : {1, 5, 8, 9, 40, 64, 65}) {
+    const std::vector<float> x = random_values(size_t(n * in), rng);
+    auto run = [&](Backend& b) {
+      std::vector<Tensor> weights;
+      std::vector<const Tensor*> ws;
+      for (const auto& m : mats) weights.push_back(b.load_linear(m->w));
+      for (const Tensor& w : weights) ws.push_back(&w);
+      std::vector<std::vector<float>> out;
+      for (const Tensor& y : b.linears(b.upload(x, {n, in}), ws)) out.push_back(b.download(y));
+      return out;
+    };
+    const auto want = run(*be->cpu), got = run(*be->gpu), got_f32 = run(*be->gpu_f32);
+    ASSERT_EQ(got.size(), mats.size());
+    for (size_t i = 0; i < mats.size(); ++i) {
+      const std::string what = std::string(weight_format_name(mats[i]->w.format)) + " " +
+                               std::to_string(mats[i]->w.out) + " rows, n=" + std::to_string(n);
+      EXPECT_LT(relative_difference(got[i], want[i]), kBf16Tolerance) << what;
+      EXPECT_LT(relative_difference(got_f32[i], want[i]), 1e-5) << what << " (f32)";
+    }
+  }
+}
+
+// cuda::linears itself: one launch for bf16 matrices of one input width, each product within
+// f32 rounding of linear()'s (the set splits its sums as one matrix of all the rows); mixed input
+// widths and more than kMaxLinearsPerLaunch matrices are refused, launching nothing.
+TEST_F(CudaOps, LinearsInOneLaunch) {
+  const int64_t in = 2048, n = 3;
+  const std::vector<int64_t> outs{1024, 512, 96, 1024, 40};
+  std::vector<cuda::DeviceBuffer> weights, outputs;
+  std::vector<cuda::WeightRef> refs;
+  std::vector<float*> ys;
+  for (int64_t out : outs) {
+    std::vector<uint16_t> codes(size_t(out * in));
+    const std::vector<float> values = random_values(codes.size(), rng);
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = f32_to_bf16(values[i]);
+    weights.emplace_back(codes.size() * 2);
+    ASSERT_EQ(cudaMemcpy(weights.back().get(), codes.data(), codes.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    refs.push_back({.format = WeightFormat::dense, .weight_dtype = DType::bf16, .scale_dtype = DType::f32,
+                    .weight = weights.back().get(), .out = out, .in = in});
+    outputs.emplace_back(size_t(n * out) * sizeof(float));
+    ys.push_back(outputs.back().get<float>());
+  }
+  const std::vector<float> x = random_values(size_t(n * in), rng);
+  cuda::DeviceBuffer xd(x.size() * sizeof(float)), single(size_t(n * 1024) * sizeof(float));
+  ASSERT_EQ(cudaMemcpy(xd.get(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_TRUE(cuda::linears(refs.data(), ys.data(), int(refs.size()), xd.get<float>(), n, true, nullptr));
+  for (size_t i = 0; i < refs.size(); ++i) {
+    cuda::linear(refs[i], xd.get<float>(), n, 1, true, single.get<float>(), nullptr);
+    std::vector<float> want(size_t(n * outs[i])), got(want.size());
+    ASSERT_EQ(cudaMemcpy(want.data(), single.get(), want.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(got.data(), ys[i], got.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_LT(relative_difference(got, want), 1e-6) << outs[i] << " rows";
+  }
+  cuda::WeightRef other_width = refs[1];
+  other_width.in = in / 2;
+  const std::vector<cuda::WeightRef> mixed{refs[0], other_width};
+  EXPECT_FALSE(cuda::linears(mixed.data(), ys.data(), 2, xd.get<float>(), n, true, nullptr));
+  const std::vector<cuda::WeightRef> nine(9, refs[2]);
+  const std::vector<float*> nine_ys(9, ys[2]);
+  EXPECT_FALSE(cuda::linears(nine.data(), nine_ys.data(), 9, xd.get<float>(), n, true, nullptr));
+}
+
 // ---- norms, rope, element-wise
 TEST_F(CudaOps, NormRopeAndElementwise) {
   for (int64_t group : {1, 7, 64, 1000, 6000})  // up to 1024: a warp per run; beyond: a block

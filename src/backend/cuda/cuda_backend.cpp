@@ -227,6 +227,51 @@ class CudaBackend final : public Backend {
     }
     return Backend::gated_linear(x, w1, w3, limit, runs);
   }
+  // Short runs (decode): the weights of one layout (format, dtypes, input rounding) run in one
+  // launch per layout; anything else (a prefill run, weights the kernels do not take, a layout
+  // of one weight) one linear at a time.
+  std::vector<Tensor> linears(const Tensor& x, const std::vector<const Tensor*>& ws, RowRuns runs) override {
+    const std::vector<RowRange> ranges = kernel_ranges(runs, x.rows(), kTensorCoreMinRows);
+    if (std::any_of(ranges.begin(), ranges.end(), [&](const RowRange& r) { return tensor_cores(r.large); }))
+      return Backend::linears(x, ws, runs);
+    std::vector<WeightRef> refs(ws.size());
+    std::vector<bool> rounds(ws.size());
+    for (size_t i = 0; i < ws.size(); ++i) {
+      bool round = false;
+      refs[i] = weight_ref(*ws[i], round);
+      rounds[i] = round;
+      expect(x.row_numel() == refs[i].in, "linear", "input width does not match the weight width");
+    }
+    std::vector<Tensor> out(ws.size());
+    std::vector<bool> done(ws.size(), false);
+    for (size_t i = 0; i < ws.size(); ++i) {
+      if (done[i]) continue;
+      std::vector<size_t> set;  // i and the later weights of its layout
+      for (size_t j = i; j < ws.size() && set.size() < size_t(cuda::kMaxLinearsPerLaunch); ++j)
+        if (!done[j] && rounds[j] == rounds[i] && refs[j].format == refs[i].format &&
+            refs[j].weight_dtype == refs[i].weight_dtype && refs[j].scale_dtype == refs[i].scale_dtype)
+          set.push_back(j);
+      std::vector<WeightRef> set_refs;
+      std::vector<Tensor> products;
+      std::vector<float*> ys;
+      for (size_t j : set) {
+        set_refs.push_back(refs[j]);
+        products.push_back(make({x.rows(), refs[j].out}, ElemType::f32));
+        ys.push_back(products.back().data<float>());
+      }
+      if (set.size() > 1 &&
+          cuda::linears(set_refs.data(), ys.data(), int(set.size()), x.data<float>(), x.rows(), rounds[i], stream())) {
+        for (size_t k = 0; k < set.size(); ++k) {
+          out[set[k]] = std::move(products[k]);
+          done[set[k]] = true;
+        }
+      } else {
+        out[i] = linear(x, *ws[i], runs);
+        done[i] = true;
+      }
+    }
+    return out;
+  }
   Tensor rms_norm(const Tensor& x, const Tensor* weight, int64_t group, double eps) override {
     expect(x.numel() % group == 0, "rms_norm", "size is not a multiple of the group");
     Tensor out = make(x.shape(), ElemType::f32);

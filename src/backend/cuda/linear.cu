@@ -95,21 +95,18 @@ constexpr int kRowTileRows = Gated ? 16 : 32;  // output rows of a row tile (of 
 // 16 rows of each matrix, m-tile 0 of wa and m-tile 1 of wb, with the chunk split of wa alone, so
 // every dot product adds in the order the ungated kernel uses and the result equals linear, linear
 // and swiglu bit for bit.
-// At one token tile (decode) ~2048 warps are 16 an SM of the H200: at most 128 registers a thread
-// (two blocks of 256 threads an SM) keeps the grid in one wave, and the bound holds ptxas to it
-// (spilling if it must: -Xptxas -v shows; none today).
+// block: the block's index among w's (the split fastest: a cluster's blocks are consecutive, then
+// the token pass, then the row tile; see launch_mma); group: the o_groups group.
 template <WeightFormat F, int NT, int P, bool Gated>
-__global__ void __launch_bounds__(max_split(NT) * 32, NT == 1 ? 2 : 1)
-    linear_mma_kernel(WeightRef w, WeightRef wb, float limit, const float* x, int64_t n, int64_t per_group,
-                      int64_t x_stride, int chunks, int splits, float* y) {
+__device__ __forceinline__ void mma_block(const WeightRef& w, const WeightRef& wb, float limit, const float* x,
+                                          int64_t n, int64_t per_group, int64_t x_stride, int chunks, int splits,
+                                          float* y, int64_t block, int64_t group) {
   extern __shared__ __align__(16) float red[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int64_t first = int64_t(blockIdx.z) * per_group, end = first + per_group;
-  // blockIdx.x: the split fastest (a cluster's blocks are consecutive), then the pass, then the
-  // row tile (see launch_mma)
+  const int64_t first = group * per_group, end = first + per_group;
   constexpr int kTokens = tokens_per_tile<P>(NT);
-  const int split = int(blockIdx.x % splits);
-  const int64_t passes = (n + kTokens - 1) / kTokens, rest = blockIdx.x / splits, pass = rest % passes;
+  const int split = int(block % splits);
+  const int64_t passes = (n + kTokens - 1) / kTokens, rest = block / splits, pass = rest % passes;
   constexpr int kTileRows = kRowTileRows<Gated>;
   const int64_t o0 = first + rest / passes * kTileRows;
   const int64_t t0 = pass * kTokens;
@@ -119,7 +116,7 @@ __global__ void __launch_bounds__(max_split(NT) * 32, NT == 1 ? 2 : 1)
   wait_for_inputs();
   allow_next_kernel();
   const float* columns[NT];
-  strided_columns<NT, P>(x + t0 * x_stride + int64_t(blockIdx.z) * w.in, x_stride, tokens, columns);
+  strided_columns<NT, P>(x + t0 * x_stride + group * w.in, x_stride, tokens, columns);
   float acc[kMmaTiles][NT][4];
   warp_mma_rows<F, NT, P, Gated>(w, Gated ? wb : w, o0, end, columns, c_begin, c_end, acc);
   split_k_sum<NT>(acc, red);
@@ -184,6 +181,39 @@ __global__ void __launch_bounds__(max_split(NT) * 32, NT == 1 ? 2 : 1)
           else out[(t0 + token) * w.out + o] = acc[r][j][i];
         }
   }
+}
+
+// At one token tile (decode) ~2048 warps are 16 an SM of the H200: at most 128 registers a thread
+// (two blocks of 256 threads an SM) keeps the grid in one wave, and the bound holds ptxas to it
+// (spilling if it must: -Xptxas -v shows; none today).
+template <WeightFormat F, int NT, int P, bool Gated>
+__global__ void __launch_bounds__(max_split(NT) * 32, NT == 1 ? 2 : 1)
+    linear_mma_kernel(WeightRef w, WeightRef wb, float limit, const float* x, int64_t n, int64_t per_group,
+                      int64_t x_stride, int chunks, int splits, float* y) {
+  mma_block<F, NT, P, Gated>(w, wb, limit, x, n, per_group, x_stride, chunks, splits, y, blockIdx.x, blockIdx.z);
+}
+
+// Matrices of one layout and input width that read the same x, in one grid: their row tiles one
+// after another, matrix i's from first_tile[i] on.
+constexpr int kMaxSet = kMaxLinearsPerLaunch;
+struct LinearSet {
+  WeightRef w[kMaxSet];
+  float* y[kMaxSet];
+  int64_t first_tile[kMaxSet + 1];
+  int count;
+};
+
+template <WeightFormat F, int NT, int P>
+__global__ void __launch_bounds__(max_split(NT) * 32, NT == 1 ? 2 : 1)
+    linear_set_kernel(LinearSet set, const float* x, int64_t n, int chunks, int splits) {
+  constexpr int kTokens = tokens_per_tile<P>(NT);
+  const int64_t blocks_per_tile = int64_t(splits) * ((n + kTokens - 1) / kTokens);
+  const int64_t tile = blockIdx.x / blocks_per_tile;
+  int i = 0;
+  while (i + 1 < set.count && tile >= set.first_tile[i + 1]) ++i;
+  const WeightRef& w = set.w[i];
+  mma_block<F, NT, P, false>(w, w, 0, x, n, w.out, w.in, chunks, splits, set.y[i],
+                             blockIdx.x - set.first_tile[i] * blocks_per_tile, 0);
 }
 
 size_t reduction_bytes(int warps, int nt) { return size_t(warps - 1) * kMmaTiles * nt * 4 * 32 * sizeof(float); }
@@ -294,6 +324,41 @@ LinearGrid linear_grid(const WeightRef& w, int64_t n, int64_t groups, bool round
     });
   });
   return g;
+}
+
+bool linears(const WeightRef* w, float* const* y, int count, const float* x, int64_t n, bool round_input_to_bf16,
+             cudaStream_t stream) {
+  if (count < 1 || count > kMaxSet) return false;
+  LinearSet set{};
+  set.count = count;
+  int64_t tiles = 0;
+  for (int i = 0; i < count; ++i) {
+    const WeightRef& a = w[i];
+    if (!mma_rows_supported(a, x, 1) || a.format != w[0].format || a.weight_dtype != w[0].weight_dtype ||
+        a.scale_dtype != w[0].scale_dtype || a.in != w[0].in)
+      return false;
+    set.w[i] = a;
+    set.y[i] = y[i];
+    set.first_tile[i] = tiles;
+    tiles += (a.out + kRowTileRows<false> - 1) / kRowTileRows<false>;
+  }
+  set.first_tile[count] = tiles;
+  if (n == 0 || tiles == 0) return true;
+  // The grid and split of one matrix of all the row tiles: depends on the matrices only.
+  WeightRef all = w[0];
+  all.out = tiles * kRowTileRows<false>;
+  with_format(all.format, [&](auto f) {
+    with_token_tile(n, round_input_to_bf16, [&](auto nt, auto p) {
+      constexpr int NT = decltype(nt)::value, P = decltype(p)::value;
+      const MmaGrid grid = mma_grid<NT, P, false>(all, n, 1, 0);
+      const auto kernel = linear_set_kernel<decltype(f)::value, NT, P>;
+      allow_shared_bytes(kernel, grid.shared);
+      launch_early_clustered(kernel, dim3(grid.x), dim3(grid.warps * 32), unsigned(grid.cluster), grid.shared, stream,
+                             set, x, n, mma_chunks(all.format, all.in), grid.cluster);
+    });
+  });
+  TETRA_CUDA_CHECK(cudaGetLastError());
+  return true;
 }
 
 bool gated_linear(const WeightRef& w1, const WeightRef& w3, const float* x, int64_t n, bool round_input_to_bf16,

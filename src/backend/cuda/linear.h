@@ -23,6 +23,14 @@ struct LinearGrid {
 };
 LinearGrid linear_grid(const WeightRef& w, int64_t n, int64_t groups, bool round_input_to_bf16);
 
+// y[i][n, w[i].out] = x·w[i]ᵀ for count (1..kMaxLinearsPerLaunch) matrices of one format and input width in one
+// launch (their row tiles in one grid, split as one matrix of all their rows: the sums' order
+// depends on the set, never on the tokens). Returns false, launching nothing, where the
+// tensor-core kernels do not take them together: the caller then runs linear() on each.
+constexpr int kMaxLinearsPerLaunch = 8;
+bool linears(const WeightRef* w, float* const* y, int count, const float* x, int64_t n, bool round_input_to_bf16,
+             cudaStream_t stream);
+
 // y[n, w1.out] = swiglu(x·w1ᵀ, x·w3ᵀ), the gate clamped above at limit and the up value to ±limit
 // (limit <= 0: no clamp), in one launch; equal bit for bit to two linear() calls and swiglu.
 // Returns false, launching nothing, where the tensor-core kernels do not take the weights (or
