@@ -290,8 +290,9 @@ void check_hc(const HcParams& p) {
 }
 
 // The mix pass over n rows: Rows per block once there are enough rows to share the fn loads, the
-// tiled kernel (same sums, bit for bit) from kTileFrom rows when the rows are float4-aligned.
-constexpr int64_t kTileFrom = 4;
+// tiled kernel (same sums, bit for bit) from kTileFrom rows when the rows are float4-aligned. On
+// the H200 the tiled kernel took 1.41 ms at 8192 rows (4.48 before) but 36.6 µs at 32 (26.0).
+constexpr int64_t kTileFrom = 64;
 void launch_mix(const float* h, const float* fn, int64_t n, int mix, const HcParams& p, float* partial,
                 cudaStream_t stream) {
   const int64_t flat = p.hc * p.dim;
