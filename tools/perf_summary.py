@@ -97,7 +97,7 @@ def main():
         if p and p["tokens"] == 8192 and p.get("bf16_rate_fraction") is not None:
             out["prefill8k_bf16_rate_fraction"] = p["bf16_rate_fraction"]
             notes["prefill8k_bf16_rate_fraction"] = (
-                f"prefill FLOPs of 8192 tokens ({where.rsplit(',', 1)[0]}; linear layers incl. the head on every row, "
+                f"prefill FLOPs of 8192 tokens ({where.rsplit(',', 1)[0]}; linear layers, the head on the last token only as a server's prefill, "
                 f"attention, indexer scores) / time / measured cuBLAS bf16 8192^3 rate")
         else:
             why = ("no prefill in the run" if not p else p.get("error") or f"the prefill had {p['tokens']} tokens, not 8192")

@@ -11,12 +11,12 @@ PrefillFlops prefill_flops(const ModelConfig& c, int64_t tokens) {
   const double active_share = double(c.n_activated_experts) / double(c.n_routed_experts);
   double per_token = 0;
   for (const auto& e : expected_roles(c, false)) {
-    if (e.kind != RoleKind::linear || (e.optional && c.tie_word_embeddings)) continue;
+    if (e.kind != RoleKind::linear || e.role == "head") continue;
     const double mul_adds = double(e.shape[0]) * double(e.shape[1]);
     per_token += 2 * mul_adds * (e.role.find(".experts.") != std::string::npos ? active_share : 1.0);
   }
-  if (c.tie_word_embeddings) per_token += 2.0 * double(c.vocab_size) * double(c.dim);
-  f.linear = per_token * double(tokens);
+  // The head (or the tied embedding) runs once: the last token's logits.
+  f.linear = per_token * double(tokens) + 2.0 * double(c.vocab_size) * double(c.dim);
 
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const int64_t ratio = c.compress_ratios[size_t(i)];

@@ -211,7 +211,7 @@ Model::Batch Model::batch_views(const Tensor& inputs, const std::vector<std::vec
 }
 
 Model::StepOutput Model::step(const std::vector<SequenceState*>& sequences,
-                              const std::vector<std::vector<int32_t>>& tokens) {
+                              const std::vector<std::vector<int32_t>>& tokens, LogitRows logit_rows) {
   prepare(sequences, tokens, false, 0, config_.n_layers);
   int64_t rows = 0;
   for (const auto& t : tokens) rows += int64_t(t.size());
@@ -221,7 +221,7 @@ Model::StepOutput Model::step(const std::vector<SequenceState*>& sequences,
     out = decode_with_graph(sequences, tokens);
   } else {
     const std::vector<int32_t> inputs = step_inputs(sequences, tokens, false, rows);
-    out = forward(batch_views(be_.upload_i32(inputs, {int64_t(inputs.size())}), tokens, rows));
+    out = forward(batch_views(be_.upload_i32(inputs, {int64_t(inputs.size())}), tokens, rows), logit_rows);
   }
   warm_ = true;
   for (size_t s = 0; s < sequences.size(); ++s) sequences[s]->length += int64_t(tokens[s].size());
@@ -244,7 +244,7 @@ Model::StepOutput Model::decode_with_graph(const std::vector<SequenceState*>& se
   }
   if (!g->graph || g->generation != cache_->generation()) {
     g->graph = be_.capture([&] {
-      const StepOutput o = forward(batch_views(g->inputs, tokens, bucket));
+      const StepOutput o = forward(batch_views(g->inputs, tokens, bucket), LogitRows::every_token);
       be_.copy_into(g->logits, o.logits);
       be_.copy_into(g->hidden, o.hidden);
     });
@@ -254,25 +254,34 @@ Model::StepOutput Model::decode_with_graph(const std::vector<SequenceState*>& se
     decode_graphs_ = false;
     graphs_.clear();
     const std::vector<int32_t> unpadded = step_inputs(sequences, tokens, false, n);
-    return forward(batch_views(be_.upload_i32(unpadded, {int64_t(unpadded.size())}), tokens, n));
+    return forward(batch_views(be_.upload_i32(unpadded, {int64_t(unpadded.size())}), tokens, n),
+                   LogitRows::every_token);
   }
   be_.write_i32(g->inputs, 0, inputs);
   g->graph->launch();
   return {be_.slice_rows(g->logits, 0, n), be_.slice_rows(g->hidden, 0, n)};
 }
 
-Model::StepOutput Model::forward(const Batch& batch) {
+Model::StepOutput Model::forward(const Batch& batch, LogitRows logit_rows) {
   const ModelConfig& c = config_;
   // h: hc_mult copies of the embedding per token
   Tensor h = be_.embed(be_.embed(embed_, batch.ids), batch.copies).view({batch.rows, c.hc_mult * c.dim});
   for (int64_t i = 0; i < c.n_layers; ++i) h = block_forward(*blocks_[size_t(i)], i, h, batch);
-  return {head_logits(h, hc_head_fn_, hc_head_base_, hc_head_scale_, norm_, batch), h};
+  if (logit_rows == LogitRows::every_token || batch.rows == int64_t(batch.runs.size()))
+    return {head_logits(h, hc_head_fn_, hc_head_base_, hc_head_scale_, norm_, batch.runs), h};
+  // Each sequence's last row alone through the head (a row's logits do not depend on its neighbours).
+  std::vector<int32_t> last_rows;
+  int64_t end = 0;
+  for (const int64_t n : batch.runs) last_rows.push_back(int32_t((end += n) - 1));
+  const Tensor last = be_.embed(h, be_.upload_i32(last_rows, {int64_t(last_rows.size())}));
+  const std::vector<int64_t> one_each(last_rows.size(), 1);
+  return {head_logits(last, hc_head_fn_, hc_head_base_, hc_head_scale_, norm_, one_each), h};
 }
 
 Tensor Model::head_logits(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
-                          const Tensor& norm, const Batch& batch) {
+                          const Tensor& norm, RowRuns runs) {
   const Tensor x = be_.rms_norm(be_.hc_head(h, fn, base, scale, config_), &norm, config_.dim, config_.norm_eps);
-  return be_.linear(x, head_, batch.runs);
+  return be_.linear(x, head_, runs);
 }
 
 Tensor Model::block_forward(const Block& b, int64_t layer, Tensor h, const Batch& batch) {
@@ -402,7 +411,7 @@ Tensor Model::mtp_logits(int64_t k, const std::vector<SequenceState*>& sequences
   const Tensor hn = be_.rms_norm(hidden.view({batch.rows * c.hc_mult, c.dim}), &m.hnorm, c.dim, c.norm_eps);
   Tensor h = be_.add(be_.embed(e, batch.copies), be_.linear(hn, m.h_proj, hc_runs)).view({batch.rows, c.hc_mult * c.dim});
   h = block_forward(*blocks_[size_t(layer)], layer, h, batch);
-  return head_logits(h, m.hc_fn, m.hc_base, m.hc_scale, m.norm, batch);
+  return head_logits(h, m.hc_fn, m.hc_base, m.hc_scale, m.norm, batch.runs);
 }
 
 }  // namespace tetra

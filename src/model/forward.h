@@ -17,6 +17,11 @@
 
 namespace tetra {
 
+// Which rows of a step get logits: every new token's (perplexity, logit dumps), or only each
+// sequence's last (generation: a prefill chunk of 8192 tokens would otherwise run the head, a
+// vocab × dim f32 matrix, 8192 times to sample once).
+enum class LogitRows { every_token, last_of_each_sequence };
+
 struct CacheTypes {
   KvCacheDtype kv = KvCacheDtype::fp8;
   IndexerCacheDtype indexer = IndexerCacheDtype::fp4;
@@ -42,11 +47,12 @@ class Model {
   void set_decode_graphs(bool on) { decode_graphs_ = on; }
 
   struct StepOutput {
-    Tensor logits;  // [total new tokens, vocab], sequences in order
+    Tensor logits;  // [total new tokens, vocab], sequences in order; [sequences, vocab] for last_of_each_sequence
     Tensor hidden;  // [total new tokens, hc·dim]: the last layer's streams (the MTP input)
   };
   // tokens[i] (non-empty) continue sequences[i]; token ids are checked against the vocab.
-  StepOutput step(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens);
+  StepOutput step(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
+                  LogitRows logit_rows = LogitRows::every_token);
 
   // MTP block k, right after step(): `hidden` is that step's output and next[i] the tokens that
   // follow each of its tokens; gives the logits of the token after those, continuing the
@@ -60,13 +66,13 @@ class Model {
   struct Block;
   struct Batch;
   struct DecodeGraph;
-  StepOutput forward(const Batch& batch);
+  StepOutput forward(const Batch& batch, LogitRows logit_rows);
   StepOutput decode_with_graph(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens);
   Tensor block_forward(const Block& b, int64_t layer, Tensor h, const Batch& batch);
   Tensor attention(const Block& b, int64_t layer, const Tensor& x, const Batch& batch);
   Tensor moe(const Block& b, const Tensor& x, const Batch& batch);
   Tensor head_logits(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
-                     const Batch& batch);
+                     RowRuns runs);
   // Checks a step's tokens and gives every sequence room for them in layers [begin, end).
   void prepare(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
                bool already_counted, int64_t begin, int64_t end);

@@ -178,20 +178,21 @@ void Scheduler::step() {
   try {
     std::vector<SequenceState*> states;
     for (Sequence* s : chosen) states.push_back(&s->state);
-    const Tensor all = model_.step(states, tokens).logits;
-    // Only the last row of each sequence that has reached the end of its prompt is sampled.
+    // A row of logits per sequence (its last token's); sampled once the prompt has been read.
+    const Tensor last = model_.step(states, tokens, LogitRows::last_of_each_sequence).logits;
     std::vector<Tensor> rows;
-    int64_t row = 0;
     for (size_t i = 0; i < chosen.size(); ++i) {
       Sequence& s = *chosen[i];
-      row += int64_t(tokens[i].size());
       if (!s.decoding()) s.prefilled += int64_t(tokens[i].size());
       if (s.decoding()) {
-        rows.push_back(backend_.slice_rows(all, row - 1, 1));
+        rows.push_back(backend_.slice_rows(last, int64_t(i), 1));
         sampling.push_back(&s);
       }
     }
-    if (!rows.empty()) logits = backend_.download(backend_.concat_rows(rows, {all.dim(1)}, ElemType::f32));
+    if (rows.size() == chosen.size())
+      logits = backend_.download(last);
+    else if (!rows.empty())
+      logits = backend_.download(backend_.concat_rows(rows, {last.dim(1)}, ElemType::f32));
   } catch (const std::exception& e) {
     // The states of this step's sequences are unusable now; end them and keep serving the rest.
     for (Sequence* s : chosen) finish(*s, FinishReason::error, e.what());

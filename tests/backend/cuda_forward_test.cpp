@@ -72,6 +72,11 @@ TEST_P(CudaForwardFixture, ExactNumericsMatchCpu) {
     EXPECT_LT(c.relative, 1e-3) << name << " prefill " << prefill;
     EXPECT_EQ(c.argmax_agreement, 1.0) << name << " prefill " << prefill;
   }
+  // each sequence's last logits alone (a server's prefill): the head on one row per sequence
+  const double last = testing::relative_difference(testing::run_golden_last_logits(*gpu, kGolden + name, f32_caches),
+                                                   testing::run_golden_last_logits(*cpu, kGolden + name, f32_caches));
+  std::printf("f32 %-10s last logits only: relative %.2e\n", name.c_str(), last);
+  EXPECT_LT(last, 1e-3) << name << " last logits only";
 }
 
 void expect_target_numerics(const std::string& name, CacheTypes caches) {

@@ -105,9 +105,10 @@ TEST(BenchArithmetic, DecodeKvBytesOfCompressedLayers) {
 TEST(BenchArithmetic, PrefillFlopsByHand) {
   const ModelConfig c = micro_config();
   // Multiply-adds per token: wq_a 1024, wq_b 1024, wkv 2048, wo_a 1024, wo_b 1024, router 256,
-  // shared 3 × 2048, head 640, routed 4 experts × 6144 × 2/4 active = 12288; two FLOPs each.
+  // shared 3 × 2048, routed 4 experts × 6144 × 2/4 active = 12288; two FLOPs each; the head
+  // (640) once, for the last token's logits.
   const PrefillFlops f = prefill_flops(c, 3);
-  EXPECT_DOUBLE_EQ(f.linear, 3 * 2.0 * 25472);
+  EXPECT_DOUBLE_EQ(f.linear, 3 * 2.0 * 24832 + 2.0 * 640);
   // keys seen by tokens 0, 1, 2: 1 + 2 + 3; q·k and p·v: 4 FLOPs per key, head dim and head
   EXPECT_DOUBLE_EQ(f.attention, 6 * 4.0 * 2 * 32);
   EXPECT_DOUBLE_EQ(f.indexer, 0.0);

@@ -81,5 +81,24 @@ TEST(GoldenForward, QuantizedCachesPrefillEqualsDecode) {
   EXPECT_NEAR(all.relative, decode.relative, 1e-3);
 }
 
+// A step that asks for each sequence's last logits gives exactly those rows of the full step's
+// (the sequences have different lengths; the head then runs on one row per sequence).
+TEST(GoldenForward, LastTokenLogitsAreTheLastRows) {
+  const std::string dir = kGolden + "sigmoid";
+  const auto backend = make_backend("cpu");
+  const auto tokens = testing::read_golden_tokens(dir);
+  const std::vector<float> every = testing::run_golden_batch(*backend, dir, 1000, kExact);
+  const std::vector<float> last = testing::run_golden_last_logits(*backend, dir, kExact);
+  const size_t V = size_t(load_model_config(dir).vocab_size);
+  ASSERT_EQ(last.size(), tokens.size() * V);
+  size_t end = 0;
+  for (size_t s = 0; s < tokens.size(); ++s) {
+    end += tokens[s].size();
+    const std::vector<float> want(every.begin() + long((end - 1) * V), every.begin() + long(end * V));
+    EXPECT_EQ(std::vector<float>(last.begin() + long(s * V), last.begin() + long((s + 1) * V)), want)
+        << "sequence " << s;
+  }
+}
+
 }  // namespace
 }  // namespace tetra

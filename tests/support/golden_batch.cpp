@@ -53,4 +53,19 @@ std::vector<float> run_golden_batch(Backend& be, const std::string& dir, int64_t
   return all;
 }
 
+std::vector<float> run_golden_last_logits(Backend& be, const std::string& dir, CacheTypes caches) {
+  const ModelConfig config = load_model_config(dir);
+  const TensorStore store(dir);
+  const ModelWeights weights(config, store);
+  Model model(config, weights, be, caches);
+  const auto batch = read_golden_tokens(dir);
+  std::vector<SequenceState> states(batch.size());
+  std::vector<SequenceState*> active;
+  for (auto& s : states) {
+    s = model.new_sequence();
+    active.push_back(&s);
+  }
+  return be.download(model.step(active, batch, LogitRows::last_of_each_sequence).logits);
+}
+
 }  // namespace tetra::testing
