@@ -9,6 +9,7 @@ namespace {
 
 constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
 constexpr int kSums = kMaxMix + 1;  // the mixes' dot products, then Σv²
+static_assert(kSums <= 32, "a lane per sum in hc_mix_kernel");
 constexpr int kThreads = 256;
 // The mix pass splits each row into slices of a fixed length, one block per (rows, slice), so a
 // decode step's single row spreads over the GPU; the slices' partial sums are added in slice
@@ -24,6 +25,18 @@ constexpr int64_t kMaxSlices = 128;  // hc·dim up to 32768
 __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 int64_t slice_count(const HcParams& p) { return (p.hc * p.dim + kSliceLength - 1) / kSliceLength; }
+
+// The sum warp_sum gives of 32 lanes' values, bit for bit: pairs 16 apart, then 8, 4, 2, 1.
+template <int Width = 32>
+__device__ __forceinline__ float butterfly_sum(float (&v)[32]) {
+  if constexpr (Width == 1) {
+    return v[0];
+  } else {
+#pragma unroll
+    for (int i = 0; i < Width / 2; ++i) v[i] += v[i + Width / 2];
+    return butterfly_sum<Width / 2>(v);
+  }
+}
 
 // partial[r][slice][k] = Σ over the slice of fn[k]·v (k < mix), and of v² at k = kMaxMix, for
 // Rows rows per block (the rows share each fn load; a row's sums do not depend on its neighbours).
@@ -52,13 +65,24 @@ __global__ void __launch_bounds__(kThreads)
       }
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  // Each warp's kSums sums of a row: the lanes' values through shared memory, then lane k adds
+  // the 32 values of sum k in warp_sum's butterfly order (pairs 16 apart, then 8, ...), so every
+  // sum is the one warp_sum gives, bit for bit, for a third of the instructions (the shuffles
+  // were most of the kernel at 32 rows: 24 µs).
+  __shared__ float lanes[kThreads / 32][kSums][33];  // 33: lane k's reads fall on distinct banks
 #pragma unroll
-  for (int j = 0; j < Rows; ++j)
+  for (int j = 0; j < Rows; ++j) {
 #pragma unroll
-    for (int k = 0; k < kSums; ++k) {
-      const float v = warp_sum(dots[j][k]);
-      if (lane == 0) warp_sums[warp][j][k] = v;
+    for (int k = 0; k < kSums; ++k) lanes[warp][k][lane] = dots[j][k];
+    __syncwarp();
+    if (lane < kSums) {
+      float v[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) v[i] = lanes[warp][lane][i];
+      warp_sums[warp][j][lane] = butterfly_sum(v);
     }
+    __syncwarp();  // lanes is rewritten for the next row
+  }
   __syncthreads();
   for (int t = threadIdx.x; t < Rows * kSums; t += blockDim.x) {
     const int j = t / kSums, k = t % kSums;
