@@ -19,14 +19,34 @@ std::vector<std::vector<int32_t>> read_golden_tokens(const std::string& dir) {
   return batch;
 }
 
+namespace {
+
+// A fixture's model on a backend, and a fresh state for each of its token sequences.
+struct GoldenModel {
+  GoldenModel(Backend& be, const std::string& dir, CacheTypes caches)
+      : config(load_model_config(dir)),
+        store(dir),
+        weights(config, store),
+        model(config, weights, be, caches),
+        batch(read_golden_tokens(dir)) {
+    for (size_t s = 0; s < batch.size(); ++s) states.push_back(model.new_sequence());
+  }
+  const ModelConfig config;
+  const TensorStore store;
+  const ModelWeights weights;
+  Model model;
+  const std::vector<std::vector<int32_t>> batch;
+  std::vector<SequenceState> states;
+};
+
+}  // namespace
+
 std::vector<float> run_golden_batch(Backend& be, const std::string& dir, int64_t prefill, CacheTypes caches) {
-  const ModelConfig config = load_model_config(dir);
-  const TensorStore store(dir);
-  const ModelWeights weights(config, store);
-  Model model(config, weights, be, caches);
-  const auto batch = read_golden_tokens(dir);
-  std::vector<SequenceState> states(batch.size());
-  for (auto& s : states) s = model.new_sequence();
+  GoldenModel g(be, dir, caches);
+  const ModelConfig& config = g.config;
+  Model& model = g.model;
+  const auto& batch = g.batch;
+  std::vector<SequenceState>& states = g.states;
   std::vector<std::vector<float>> logits(batch.size());
   for (bool first = true;; first = false) {
     std::vector<SequenceState*> active;
@@ -54,18 +74,10 @@ std::vector<float> run_golden_batch(Backend& be, const std::string& dir, int64_t
 }
 
 std::vector<float> run_golden_last_logits(Backend& be, const std::string& dir, CacheTypes caches) {
-  const ModelConfig config = load_model_config(dir);
-  const TensorStore store(dir);
-  const ModelWeights weights(config, store);
-  Model model(config, weights, be, caches);
-  const auto batch = read_golden_tokens(dir);
-  std::vector<SequenceState> states(batch.size());
+  GoldenModel g(be, dir, caches);
   std::vector<SequenceState*> active;
-  for (auto& s : states) {
-    s = model.new_sequence();
-    active.push_back(&s);
-  }
-  return be.download(model.step(active, batch, LogitRows::last_of_each_sequence).logits);
+  for (auto& s : g.states) active.push_back(&s);
+  return be.download(g.model.step(active, g.batch, LogitRows::last_of_each_sequence).logits);
 }
 
 }  // namespace tetra::testing
