@@ -56,7 +56,8 @@ Tensor Backend::rms_norm_rope(const Tensor& x, const Tensor* weight, int64_t hea
 }
 
 Tensor Backend::gated_linear(const Tensor& x, const Tensor& w1, const Tensor& w3, double limit, RowRuns runs) {
-  return swiglu(linear(x, w1, runs), linear(x, w3, runs), limit);
+  const std::vector<Tensor> p = linears(x, {&w1, &w3}, runs);  // a backend may share work on x
+  return swiglu(p[0], p[1], limit);
 }
 
 std::vector<Tensor> Backend::linears(const Tensor& x, const std::vector<const Tensor*>& ws, RowRuns runs) {

@@ -409,24 +409,32 @@ TEST_F(CudaOps, LinearsSharingAnInput) {
   for (int64_t out : {512, 64, 300})
     for (const WeightLayout& l : layouts)
       mats.push_back(std::make_unique<RandomLinear>(l.format, l.weight_dtype, l.scale_dtype, out, in, rng));
-  for (int64_t n : {1, 5, 8, 9, 40, 64, 65}) {
+  // 65 rows: the tensor cores, x rounded once for all six; 75 as runs of 5 and 70: both paths
+  for (int64_t n : {1, 5, 8, 9, 40, 64, 65, 75}) {
     const std::vector<float> x = random_values(size_t(n * in), rng);
-    auto run = [&](Backend& b) {
+    const std::vector<int64_t> runs = n == 75 ? std::vector<int64_t>{5, 70} : std::vector<int64_t>{};
+    auto run = [&](Backend& b, bool one_call) {
       std::vector<Tensor> weights;
       std::vector<const Tensor*> ws;
       for (const auto& m : mats) weights.push_back(b.load_linear(m->w));
       for (const Tensor& w : weights) ws.push_back(&w);
+      const Tensor xt = b.upload(x, {n, in});
       std::vector<std::vector<float>> out;
-      for (const Tensor& y : b.linears(b.upload(x, {n, in}), ws)) out.push_back(b.download(y));
+      if (one_call)
+        for (const Tensor& y : b.linears(xt, ws, runs)) out.push_back(b.download(y));
+      else
+        for (const Tensor* w : ws) out.push_back(b.download(b.linear(xt, *w, runs)));
       return out;
     };
-    const auto want = run(*be->cpu), got = run(*be->gpu), got_f32 = run(*be->gpu_f32);
+    const auto want = run(*be->cpu, true), got = run(*be->gpu, true), got_f32 = run(*be->gpu_f32, true);
     ASSERT_EQ(got.size(), mats.size());
+    const auto each = n >= 65 ? run(*be->gpu, false) : got;
     for (size_t i = 0; i < mats.size(); ++i) {
       const std::string what = std::string(weight_format_name(mats[i]->w.format)) + " " +
                                std::to_string(mats[i]->w.out) + " rows, n=" + std::to_string(n);
       EXPECT_LT(relative_difference(got[i], want[i]), kBf16Tolerance) << what;
       EXPECT_LT(relative_difference(got_f32[i], want[i]), 1e-5) << what << " (f32)";
+      EXPECT_EQ(got[i], each[i]) << what << ": linears() and linear() differ";
     }
   }
 }

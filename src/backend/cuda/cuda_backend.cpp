@@ -12,12 +12,14 @@
 #include "backend/cuda/dequantize.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/elementwise.h"
+#include "backend/cuda/gemm_operands.h"
 #include "backend/cuda/linear.h"
 #include "backend/cuda/mhc.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_grouped.h"
 #include "backend/cuda/norm_rope.h"
 #include "backend/cuda/paged.h"
+#include "backend/cuda/pool_buffer.h"
 #include "core/error.h"
 
 namespace tetra {
@@ -201,15 +203,8 @@ class CudaBackend final : public Backend {
     expect(groups >= 1 && ref.out % groups == 0, "linear", "output rows are not a multiple of the groups");
     expect(x.row_numel() == groups * ref.in, "linear", "input width does not match groups × weight width");
     Tensor out = make({x.rows(), ref.out}, ElemType::f32);
-    for (const RowRange& r : kernel_ranges(runs, x.rows(), kTensorCoreMinRows)) {
-      const float* xr = x.data<float>() + r.begin * x.row_numel();
-      float* yr = out.data<float>() + r.begin * ref.out;
-      if (tensor_cores(r.large))
-        gemm().linear(ref, alpha, xr, r.count, groups, round, yr);
-      else {
-        cuda::linear(ref, xr, r.count, groups, round, yr, stream());
-      }
-    }
+    linear_ranges(x, ref, alpha, round, groups, kernel_ranges(runs, x.rows(), kTensorCoreMinRows), {},
+                  out.data<float>());
     return out;
   }
   // Runs short enough for the decode kernels take the one-launch gated kernel, which equals the
@@ -233,7 +228,7 @@ class CudaBackend final : public Backend {
   std::vector<Tensor> linears(const Tensor& x, const std::vector<const Tensor*>& ws, RowRuns runs) override {
     const std::vector<RowRange> ranges = kernel_ranges(runs, x.rows(), kTensorCoreMinRows);
     if (std::any_of(ranges.begin(), ranges.end(), [&](const RowRange& r) { return tensor_cores(r.large); }))
-      return Backend::linears(x, ws, runs);
+      return tensor_core_linears(x, ws, ranges);
     std::vector<WeightRef> refs(ws.size());
     std::vector<bool> rounds(ws.size());
     for (size_t i = 0; i < ws.size(); ++i) {
@@ -272,6 +267,50 @@ class CudaBackend final : public Backend {
     }
     return out;
   }
+  // A step with tensor-core runs: each weight over every range, the long ranges' rows of x
+  // rounded to bf16 once for all the weights that read them rounded (the x-projections of a
+  // prefill chunk are up to 7 weights over the same [rows, dim]).
+  std::vector<Tensor> tensor_core_linears(const Tensor& x, const std::vector<const Tensor*>& ws,
+                                          const std::vector<RowRange>& ranges) {
+    std::vector<WeightRef> refs(ws.size());
+    std::vector<float> alphas(ws.size());
+    std::vector<bool> rounds(ws.size());
+    for (size_t i = 0; i < ws.size(); ++i) {
+      bool round = false;
+      refs[i] = weight_ref(*ws[i], round, &alphas[i]);
+      rounds[i] = round;
+      expect(x.row_numel() == refs[i].in, "linear", "input width does not match the weight width");
+    }
+    std::vector<cuda::PoolBuffer> rounded(ranges.size());
+    if (std::count(rounds.begin(), rounds.end(), true) > 1)
+      for (size_t k = 0; k < ranges.size(); ++k)
+        if (tensor_cores(ranges[k].large)) {
+          const int64_t count = ranges[k].count * x.row_numel();
+          rounded[k] = cuda::PoolBuffer(size_t(count) * cuda::operand_bytes(cuda::OperandType::bf16), stream());
+          cuda::round_to_bf16(x.data<float>() + ranges[k].begin * x.row_numel(), count, rounded[k].get(), stream());
+        }
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      out.push_back(make({x.rows(), refs[i].out}, ElemType::f32));
+      linear_ranges(x, refs[i], alphas[i], rounds[i], 1, ranges, rounded, out.back().data<float>());
+    }
+    return out;
+  }
+  // y = x·wᵀ over a step's row ranges: the decode kernels for short ones, the tensor cores for
+  // long ones (reading rounded[k], range k's rows of x in bf16, where there is one).
+  void linear_ranges(const Tensor& x, const WeightRef& ref, float alpha, bool round, int64_t groups,
+                     const std::vector<RowRange>& ranges, const std::vector<cuda::PoolBuffer>& rounded, float* y) {
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      const RowRange& r = ranges[k];
+      const float* xr = x.data<float>() + r.begin * x.row_numel();
+      float* yr = y + r.begin * ref.out;
+      if (tensor_cores(r.large))
+        gemm().linear(ref, alpha, xr, r.count, groups, round, yr, k < rounded.size() ? rounded[k].get() : nullptr);
+      else
+        cuda::linear(ref, xr, r.count, groups, round, yr, stream());
+    }
+  }
+
   Tensor rms_norm(const Tensor& x, const Tensor* weight, int64_t group, double eps) override {
     expect(x.numel() % group == 0, "rms_norm", "size is not a multiple of the group");
     Tensor out = make(x.shape(), ElemType::f32);

@@ -29,17 +29,19 @@ void DequantGemm::gemm(int64_t m, int64_t n, int64_t k, float alpha, const void*
 }
 
 void DequantGemm::linear(const WeightRef& w, float alpha, const float* x, int64_t n, int64_t groups, bool round_input,
-                         float* y) {
+                         float* y, const void* rounded) {
   if (n == 0 || w.out == 0) return;
   const OperandType type = round_input ? OperandType::bf16 : OperandType::f32;
   const size_t bytes = operand_bytes(type);
   const int64_t width = groups * w.in, per_group = w.out / groups;
-  PoolBuffer rounded;
+  PoolBuffer own_rounding;
   const void* b = x;
-  if (round_input) {
-    rounded = PoolBuffer(size_t(n * width) * bytes, stream_);
-    round_to_bf16(x, n * width, rounded.get(), stream_);
-    b = rounded.get();
+  if (round_input && rounded) {
+    b = rounded;
+  } else if (round_input) {
+    own_rounding = PoolBuffer(size_t(n * width) * bytes, stream_);
+    round_to_bf16(x, n * width, own_rounding.get(), stream_);
+    b = own_rounding.get();
   }
   // A dense weight already of the operand type is read in place; any other is dequantized.
   const bool in_place = w.format == WeightFormat::dense && w.weight_dtype == (round_input ? DType::bf16 : DType::f32);

@@ -27,7 +27,9 @@ class DequantGemm {
   // y[n, w.out] = alpha · x·wᵀ (x f32 [n, groups·w.in]); groups > 1 is the o_groups
   // block-diagonal form of cuda::linear. alpha is the per-tensor factor (nvfp4
   // weight_scale_2, the fp8_tensor scalar) that the dequantized tile leaves out.
-  void linear(const WeightRef& w, float alpha, const float* x, int64_t n, int64_t groups, bool round_input, float* y);
+  // `rounded`: x already rounded to bf16 (linears sharing an input round it once), or null.
+  void linear(const WeightRef& w, float alpha, const float* x, int64_t n, int64_t groups, bool round_input, float* y,
+              const void* rounded = nullptr);
 
   // c[rows, Σ out] (row pitch ldc, f32) = alpha · a·[ws stacked by rows]ᵀ, a [rows, in] of `type`
   // (every weight has the same width): the per-expert GEMMs of the grouped MoE.
