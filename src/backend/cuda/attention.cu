@@ -497,7 +497,6 @@ void paged_attention(const float* q, const AttentionKeys& keys, const float* sin
   const auto launch = [&](auto* fn, auto group_heads) {
     constexpr int G = decltype(group_heads)::value;
     const int64_t groups = (p.heads + G - 1) / G;
-    TETRA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(TcShared<G>))));
     launch_early(fn, dim3(unsigned(count * groups), unsigned(splits)), dim3(kTcThreads), sizeof(TcShared<G>), stream, q,
                  keys, sinks, at, begin, p, splits, scratch, out);
     TETRA_CUDA_CHECK(cudaGetLastError());

@@ -1,10 +1,10 @@
-#include "backend/cuda/expert_gemm.h"
-
 #include <cuda_bf16.h>
 
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/expert_gemm.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/pool_buffer.h"
 #include "backend/cuda/swiglu.cuh"
@@ -377,7 +377,7 @@ __global__ void input_order_kernel(const float* x, int64_t groups, __nv_bfloat16
 template <WeightFormat F, bool Up>
 void launch(const Pass& p, int64_t row_tiles, cudaStream_t stream) {
   const size_t bytes = shared_bytes<F>(p.in);
-  TETRA_CUDA_CHECK(cudaFuncSetAttribute(expert_gemm_kernel<F, Up>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  allow_shared_bytes(expert_gemm_kernel<F, Up>, bytes);
   expert_gemm_kernel<F, Up><<<unsigned(row_tiles * p.col_tiles), Tiling<F>::threads, bytes, stream>>>(p);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }

@@ -438,6 +438,22 @@ int64_t select_parts(int64_t capacity) {
   return parts < kMaxParts ? parts : kMaxParts;
 }
 
+// The top-k's scratch: every row's scores over its capacity, then (rows of several parts) each
+// part's k candidate scores and their key indices.
+struct TopkScratch {
+  TopkScratch(float* base, int64_t n, int64_t capacity, int64_t k)
+      : parts(select_parts(capacity)),
+        scores(base),
+        part_scores(base ? base + n * capacity : nullptr),
+        part_indices(base ? reinterpret_cast<int32_t*>(part_scores + n * parts * k) : nullptr),
+        floats(n * capacity + (parts > 1 ? 2 * n * parts * k : 0)) {}
+  int64_t parts;
+  float* scores;
+  float* part_scores;
+  int32_t* part_indices;
+  int64_t floats;
+};
+
 // The tensor cores take heads <= 64 and d of 32, 64 or 128 over rows whose loads are aligned
 // (fp4: 4 bytes, the 68-byte V4 rows; bf16 and f32: 16 bytes); any other shape (tiny fp4 rows
 // of 17 or 34 bytes, more heads, other d) keeps the f32 kernel in both numerics.
@@ -490,8 +506,7 @@ void paged_indexer_scores(const float* q, const float* weights, PagedView keys, 
 }
 
 int64_t indexer_topk_scratch_floats(int64_t n, int64_t capacity, int64_t k) {
-  const int64_t parts = select_parts(capacity);
-  return n * capacity + (parts > 1 ? 2 * n * parts * k : 0);  // scores, then candidate scores and indices
+  return TopkScratch(nullptr, n, capacity, k).floats;
 }
 
 void paged_indexer_topk(const float* q, const float* weights, PagedView keys, RowFormat format, int64_t n, StepView at,
@@ -500,20 +515,19 @@ void paged_indexer_topk(const float* q, const float* weights, PagedView keys, Ro
   const size_t winners = size_t(winner_stride(k)) * 2 * sizeof(uint32_t);
   if (winners > 48 * 1024) runtime_error("cuda indexer: top-", k, " is above ", 48 * 1024 / 8);
   if (n == 0 || k == 0) return;
-  paged_indexer_scores(q, weights, keys, format, n, at, heads, d, ratio, weight_scale, bf16_inputs, scratch, capacity, stream);
-  const int64_t parts = select_parts(capacity);
-  if (parts <= 1) {
-    launch_early(indexer_select_kernel, dim3(unsigned(n)), dim3(kSelectThreads), winners, stream, scratch, capacity, at,
-                 ratio, k, out);
+  const TopkScratch t(scratch, n, capacity, k);
+  paged_indexer_scores(q, weights, keys, format, n, at, heads, d, ratio, weight_scale, bf16_inputs, t.scores, capacity,
+                       stream);
+  if (t.parts <= 1) {
+    launch_early(indexer_select_kernel, dim3(unsigned(n)), dim3(kSelectThreads), winners, stream, t.scores, capacity,
+                 at, ratio, k, out);
   } else {
-    float* part_scores = scratch + n * capacity;
-    int32_t* part_indices = reinterpret_cast<int32_t*>(part_scores + n * parts * k);
-    const int64_t part_keys = (capacity + parts - 1) / parts;
-    launch_early(indexer_select_parts_kernel, dim3(unsigned(n), unsigned(parts)), dim3(kSelectThreads), winners, stream,
-                 scratch, capacity, at, ratio, k, part_keys, part_scores, part_indices);
+    const int64_t part_keys = (capacity + t.parts - 1) / t.parts;
+    launch_early(indexer_select_parts_kernel, dim3(unsigned(n), unsigned(t.parts)), dim3(kSelectThreads), winners,
+                 stream, t.scores, capacity, at, ratio, k, part_keys, t.part_scores, t.part_indices);
     TETRA_CUDA_CHECK(cudaGetLastError());
     launch_early(indexer_select_candidates_kernel, dim3(unsigned(n)), dim3(kSelectThreads), winners, stream,
-                 part_scores, part_indices, parts, k, out);
+                 t.part_scores, t.part_indices, t.parts, k, out);
   }
   TETRA_CUDA_CHECK(cudaGetLastError());
 }

@@ -31,6 +31,13 @@ __device__ __forceinline__ void allow_next_kernel() {
 #endif
 }
 
+// Kernels whose dynamic shared memory passes the default 48 KB must opt in to it (per kernel).
+template <typename Kernel>
+void allow_shared_bytes(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    TETRA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
 // cluster_x > 1: consecutive blocks along x form clusters of that many (sharing their shared
 // memory, sm_90+; at most 8).
 template <typename... Params, typename... Args>
@@ -43,6 +50,7 @@ void launch_early_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, un
   attributes[1].val.clusterDim.x = cluster_x;
   attributes[1].val.clusterDim.y = 1;
   attributes[1].val.clusterDim.z = 1;
+  allow_shared_bytes(kernel, shared_bytes);
   const cudaLaunchConfig_t config{grid, block, shared_bytes, stream, attributes, cluster_x > 1 ? 2u : 1u};
   TETRA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }

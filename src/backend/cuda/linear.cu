@@ -60,7 +60,6 @@ void generic_linear(const WeightRef& w, const float* x, int64_t n, int64_t group
 // padded, replay what eager steps compute).
 constexpr int max_split(int) { return 8; }
 constexpr int64_t kTargetWarps = 2048;
-constexpr size_t kReductionLimit = 48 * 1024;
 // A matrix of few row tiles (the router, weights_proj, compressors) also splits each tile's
 // chunks over several blocks until about this many blocks run, at most kMaxClusterBlocks per
 // tile: a tile's blocks form a thread block cluster, and the first adds the others' sums from
@@ -239,19 +238,11 @@ MmaGrid mma_grid(const WeightRef& w, int64_t n, int64_t groups, int split_k) {
           reduction_bytes(split.warps, NT)};
 }
 
-// The widest token tiles need more than the default 48 KB for the split-K partial sums.
-template <class Kernel>
-void allow_shared_bytes(Kernel kernel, size_t bytes) {
-  if (bytes > kReductionLimit)
-    TETRA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-}
-
 // wb: the second matrix of a gated call (Gated), else unused.
 template <WeightFormat F, int NT, int P, bool Gated = false>
 void launch_mma(const WeightRef& w, const WeightRef& wb, float limit, const float* x, int64_t n, int64_t groups,
                 int split_k, float* y, cudaStream_t stream) {
   const MmaGrid grid = mma_grid<NT, P, Gated>(w, n, groups, split_k);
-  allow_shared_bytes(linear_mma_kernel<F, NT, P, Gated>, grid.shared);
   launch_early_clustered(linear_mma_kernel<F, NT, P, Gated>, dim3(grid.x, 1, grid.groups), dim3(grid.warps * 32),
                          unsigned(grid.cluster), grid.shared, stream, w, wb, limit, x, n, w.out / groups,
                          groups * w.in, mma_chunks(F, w.in), grid.cluster, y);
@@ -352,7 +343,6 @@ bool linears(const WeightRef* w, float* const* y, int count, const float* x, int
       constexpr int NT = decltype(nt)::value, P = decltype(p)::value;
       const MmaGrid grid = mma_grid<NT, P, false>(all, n, 1, 0);
       const auto kernel = linear_set_kernel<decltype(f)::value, NT, P>;
-      allow_shared_bytes(kernel, grid.shared);
       launch_early_clustered(kernel, dim3(grid.x), dim3(grid.warps * 32), unsigned(grid.cluster), grid.shared, stream,
                              set, x, n, mma_chunks(all.format, all.in), grid.cluster);
     });
