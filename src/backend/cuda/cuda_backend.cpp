@@ -222,21 +222,33 @@ class CudaBackend final : public Backend {
     }
     return Backend::gated_linear(x, w1, w3, limit, runs);
   }
+  // The weights of a linears() call: their refs, per-tensor factors and input rounding.
+  struct SharedInputWeights {
+    std::vector<WeightRef> refs;
+    std::vector<float> alphas;
+    std::vector<bool> rounds;
+  };
+  SharedInputWeights shared_input_weights(const Tensor& x, const std::vector<const Tensor*>& ws) const {
+    SharedInputWeights w{std::vector<WeightRef>(ws.size()), std::vector<float>(ws.size()),
+                         std::vector<bool>(ws.size())};
+    for (size_t i = 0; i < ws.size(); ++i) {
+      bool round = false;
+      w.refs[i] = weight_ref(*ws[i], round, &w.alphas[i]);
+      w.rounds[i] = round;
+      expect(x.row_numel() == w.refs[i].in, "linear", "input width does not match the weight width");
+    }
+    return w;
+  }
   // Short runs (decode): the weights of one layout (format, dtypes, input rounding) run in one
   // launch per layout; anything else (a prefill run, weights the kernels do not take, a layout
   // of one weight) one linear at a time.
   std::vector<Tensor> linears(const Tensor& x, const std::vector<const Tensor*>& ws, RowRuns runs) override {
     const std::vector<RowRange> ranges = kernel_ranges(runs, x.rows(), kTensorCoreMinRows);
+    const SharedInputWeights w = shared_input_weights(x, ws);
     if (std::any_of(ranges.begin(), ranges.end(), [&](const RowRange& r) { return tensor_cores(r.large); }))
-      return tensor_core_linears(x, ws, ranges);
-    std::vector<WeightRef> refs(ws.size());
-    std::vector<bool> rounds(ws.size());
-    for (size_t i = 0; i < ws.size(); ++i) {
-      bool round = false;
-      refs[i] = weight_ref(*ws[i], round);
-      rounds[i] = round;
-      expect(x.row_numel() == refs[i].in, "linear", "input width does not match the weight width");
-    }
+      return tensor_core_linears(x, w, ranges);
+    const std::vector<WeightRef>& refs = w.refs;
+    const std::vector<bool>& rounds = w.rounds;
     std::vector<Tensor> out(ws.size());
     std::vector<bool> done(ws.size(), false);
     for (size_t i = 0; i < ws.size(); ++i) {
@@ -270,19 +282,10 @@ class CudaBackend final : public Backend {
   // A step with tensor-core runs: each weight over every range, the long ranges' rows of x
   // rounded to bf16 once for all the weights that read them rounded (the x-projections of a
   // prefill chunk are up to 7 weights over the same [rows, dim]).
-  std::vector<Tensor> tensor_core_linears(const Tensor& x, const std::vector<const Tensor*>& ws,
+  std::vector<Tensor> tensor_core_linears(const Tensor& x, const SharedInputWeights& w,
                                           const std::vector<RowRange>& ranges) {
-    std::vector<WeightRef> refs(ws.size());
-    std::vector<float> alphas(ws.size());
-    std::vector<bool> rounds(ws.size());
-    for (size_t i = 0; i < ws.size(); ++i) {
-      bool round = false;
-      refs[i] = weight_ref(*ws[i], round, &alphas[i]);
-      rounds[i] = round;
-      expect(x.row_numel() == refs[i].in, "linear", "input width does not match the weight width");
-    }
     std::vector<cuda::PoolBuffer> rounded(ranges.size());
-    if (std::count(rounds.begin(), rounds.end(), true) > 1)
+    if (std::count(w.rounds.begin(), w.rounds.end(), true) > 1)
       for (size_t k = 0; k < ranges.size(); ++k)
         if (tensor_cores(ranges[k].large)) {
           const int64_t count = ranges[k].count * x.row_numel();
@@ -290,9 +293,9 @@ class CudaBackend final : public Backend {
           cuda::round_to_bf16(x.data<float>() + ranges[k].begin * x.row_numel(), count, rounded[k].get(), stream());
         }
     std::vector<Tensor> out;
-    for (size_t i = 0; i < ws.size(); ++i) {
-      out.push_back(make({x.rows(), refs[i].out}, ElemType::f32));
-      linear_ranges(x, refs[i], alphas[i], rounds[i], 1, ranges, rounded, out.back().data<float>());
+    for (size_t i = 0; i < w.refs.size(); ++i) {
+      out.push_back(make({x.rows(), w.refs[i].out}, ElemType::f32));
+      linear_ranges(x, w.refs[i], w.alphas[i], w.rounds[i], 1, ranges, rounded, out.back().data<float>());
     }
     return out;
   }
