@@ -255,9 +255,7 @@ class CudaBackend final : public Backend {
       if (done[i]) continue;
       std::vector<size_t> set;  // i and the later weights of its layout
       for (size_t j = i; j < ws.size() && set.size() < size_t(cuda::kMaxLinearsPerLaunch); ++j)
-        if (!done[j] && rounds[j] == rounds[i] && refs[j].format == refs[i].format &&
-            refs[j].weight_dtype == refs[i].weight_dtype && refs[j].scale_dtype == refs[i].scale_dtype)
-          set.push_back(j);
+        if (!done[j] && rounds[j] == rounds[i] && cuda::same_encoding(refs[j], refs[i])) set.push_back(j);
       std::vector<WeightRef> set_refs;
       std::vector<Tensor> products;
       std::vector<float*> ys;

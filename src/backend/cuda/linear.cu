@@ -325,9 +325,7 @@ bool linears(const WeightRef* w, float* const* y, int count, const float* x, int
   int64_t tiles = 0;
   for (int i = 0; i < count; ++i) {
     const WeightRef& a = w[i];
-    if (!mma_rows_supported(a, x, 1) || a.format != w[0].format || a.weight_dtype != w[0].weight_dtype ||
-        a.scale_dtype != w[0].scale_dtype || a.in != w[0].in)
-      return false;
+    if (!mma_rows_supported(a, x, 1) || !same_encoding(a, w[0]) || a.in != w[0].in) return false;
     set.w[i] = a;
     set.y[i] = y[i];
     set.first_tile[i] = tiles;
@@ -353,8 +351,8 @@ bool linears(const WeightRef* w, float* const* y, int count, const float* x, int
 
 bool gated_linear(const WeightRef& w1, const WeightRef& w3, const float* x, int64_t n, bool round_input_to_bf16,
                   float limit, float* y, cudaStream_t stream) {
-  if (!mma_rows_supported(w1, x, 1) || !mma_rows_supported(w3, x, 1) || w1.format != w3.format ||
-      w1.weight_dtype != w3.weight_dtype || w1.scale_dtype != w3.scale_dtype || w1.out != w3.out || w1.in != w3.in)
+  if (!mma_rows_supported(w1, x, 1) || !mma_rows_supported(w3, x, 1) || !same_encoding(w1, w3) || w1.out != w3.out ||
+      w1.in != w3.in)
     return false;
   if (n == 0 || w1.out == 0) return true;
   const float lim = limit > 0 ? limit : INFINITY;

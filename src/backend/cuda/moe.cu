@@ -317,8 +317,7 @@ __global__ void combine_kernel(const float* y, const float* weights, int64_t n, 
 }  // namespace
 
 bool same_layout(const WeightRef& a, const WeightRef& b) {
-  return a.format == b.format && a.weight_dtype == b.weight_dtype && a.scale_dtype == b.scale_dtype && a.out == b.out &&
-         a.in == b.in;
+  return same_encoding(a, b) && a.out == b.out && a.in == b.in;
 }
 
 void route(const float* logits, const float* bias, const int32_t* tid2eid, const int32_t* ids, int64_t n,

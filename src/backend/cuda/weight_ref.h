@@ -18,4 +18,9 @@ struct WeightRef {
   int64_t out = 0, in = 0;
 };
 
+// Stored the same way (format and dtypes), so that one kernel instance reads both.
+inline bool same_encoding(const WeightRef& a, const WeightRef& b) {
+  return a.format == b.format && a.weight_dtype == b.weight_dtype && a.scale_dtype == b.scale_dtype;
+}
+
 }  // namespace tetra::cuda
