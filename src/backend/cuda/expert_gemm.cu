@@ -4,6 +4,8 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/expert_gemm.h"
+#include "backend/cuda/expert_tiles.cuh"
+#include "backend/cuda/expert_wgmma.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/pool_buffer.h"
@@ -340,28 +342,6 @@ __global__ void __launch_bounds__(Tiling<F>::threads) expert_gemm_kernel(Pass p)
   }
 }
 
-// tiles[i] = {expert, first sorted row, rows, 0} for every kTileRows-row tile of every expert,
-// in expert order, then {-1} up to `bound`. One warp: a scan of the tile counts 32 experts at a time.
-__global__ void tiles_kernel(const int32_t* offsets, int64_t experts, int64_t bound, int4* tiles) {
-  const int lane = threadIdx.x;
-  int64_t done = 0;
-  for (int64_t base = 0; base < experts; base += 32) {
-    const int64_t e = base + lane;
-    const int32_t first = e < experts ? offsets[e] : 0, count = e < experts ? offsets[e + 1] - first : 0;
-    const int n = (count + kTileRows - 1) / kTileRows;
-    int inclusive = n;
-    for (int d = 1; d < 32; d *= 2) {
-      const int v = __shfl_up_sync(0xFFFFFFFFu, inclusive, d);
-      if (lane >= d) inclusive += v;
-    }
-    const int64_t start = done + inclusive - n;
-    for (int i = 0; i < n; ++i)
-      tiles[start + i] = make_int4(int(e), first + i * kTileRows, min(kTileRows, count - i * kTileRows), 0);
-    done += __shfl_sync(0xFFFFFFFFu, inclusive, 31);
-  }
-  for (int64_t i = done + lane; i < bound; i += 32) tiles[i] = make_int4(-1, 0, 0, 0);
-}
-
 // out = bf16(x), each group of 8 in the k order of format F (x 16-byte aligned, groups whole).
 template <WeightFormat F>
 __global__ void input_order_kernel(const float* x, int64_t groups, __nv_bfloat16* out) {
@@ -387,11 +367,10 @@ void run(const ExpertGemmArgs& a, const float* x, int64_t n, int64_t k, const in
          float limit, float* y, cudaStream_t stream) {
   using T = Tiling<F>;
   const int64_t pairs = n * k;
-  // Σ_e ceil(rows_e / 64) over the used experts, at most min(experts, pairs) of them
-  const int64_t row_tiles = (pairs + (kTileRows - 1) * std::min(a.experts, pairs)) / kTileRows;
+  const int64_t row_tiles = expert_tile_bound(pairs, a.experts, kTileRows);
   PoolBuffer tiles(size_t(row_tiles) * sizeof(int4), stream), inputs(size_t(n * a.dim) * 2, stream),
       h(size_t(pairs * a.inter) * 2, stream);
-  tiles_kernel<<<1, 32, 0, stream>>>(offsets, a.experts, row_tiles, tiles.get<int4>());
+  expert_tiles_kernel<kTileRows><<<1, 32, 0, stream>>>(offsets, a.experts, row_tiles, tiles.get<int4>());
   TETRA_CUDA_CHECK(cudaGetLastError());
   const int64_t groups = n * a.dim / 8;
   input_order_kernel<F><<<unsigned(std::clamp<int64_t>((groups + 255) / 256, 1, 65536)), 256, 0, stream>>>(
@@ -454,6 +433,8 @@ bool expert_gemm_supported(const ExpertLayout& layout, int64_t experts, const We
 void expert_gemms(const ExpertGemmArgs& a, const float* x, int64_t n, int64_t k, const int32_t* order,
                   const int32_t* offsets, float limit, float* y, cudaStream_t stream) {
   if (n * k == 0) return;
+  if (expert_wgmma_supported(a.format, a.dim, a.inter))
+    return expert_wgmma_gemms(a, x, n, k, order, offsets, limit, y, stream);
   switch (a.format) {
     case WeightFormat::dense: run<WeightFormat::dense>(a, x, n, k, order, offsets, limit, y, stream); break;
     case WeightFormat::fp8_block: run<WeightFormat::fp8_block>(a, x, n, k, order, offsets, limit, y, stream); break;
