@@ -97,8 +97,8 @@ __device__ __forceinline__ void load_codes(StageCodes<F>& c, const uint8_t* cons
 // One stage's eight k-steps for both slabs: the lane's codes become A fragments (rows g, g + 8 ×
 // slots 2t, 2t + 1, 2t + 8, 2t + 9), each step's products read B from `stage_address`.
 // Second: MXFP4 scales above 2 take a second factor.
-template <WeightFormat F, bool Second>
-__device__ __forceinline__ void stage_products(const StageCodes<F>& c, uint32_t stage_address, float (&acc)[2][64]) {
+template <WeightFormat F, int N, bool Second>
+__device__ __forceinline__ void stage_products(const StageCodes<F>& c, uint32_t stage_address, float (&acc)[2][N / 2]) {
   uint32_t factor[2][2][2], second[2][2];  // [slab][row][half of the lane's 32 codes]
 #pragma unroll
   for (int m = 0; m < 2; ++m)
@@ -138,62 +138,38 @@ __device__ __forceinline__ void stage_products(const StageCodes<F>& c, uint32_t 
     }
     const uint64_t b = swizzle128_descriptor(stage_address + (s / 4) * kHalfBytes + (s % 4) * 32);
     wgmma_fence();
-    wgmma_m64n128k16(acc[0], a[0], b);
-    wgmma_m64n128k16(acc[1], a[1], b);
+    wgmma_bf16<N>(acc[0], a[0], b);
+    wgmma_bf16<N>(acc[1], a[1], b);
     wgmma_commit();
     wgmma_wait<1>();  // the previous step's products are done with their A registers
   }
 }
 
-// Built for every architecture, run on compute capability 9.0 only (elsewhere wgmma traps).
-// One CTA: row tile blockIdx.x / col_tiles (up to 128 sorted rows of one expert) × weight block
-// blockIdx.x % col_tiles. Warpgroup w: up, outputs 64w .. 64w + 63 of the block from w1 (slab 0)
-// and w3 (slab 1), SwiGLU, h in bf16; down, rows 128w .. 128w + 127 of w2, f32.
-template <WeightFormat F, bool Up>
-__global__ void __launch_bounds__(kThreads, 1) expert_wgmma_kernel(Pass p) {
-  extern __shared__ __align__(16) uint8_t smem_raw[];
-  const uint32_t raw_address = shared_address(smem_raw);
-  uint8_t* smem = smem_raw + ((1024 - raw_address % 1024) % 1024);  // the swizzle needs 1024-byte alignment
-  const uint32_t base = shared_address(smem);
-  const int4 tile = p.tiles[blockIdx.x / p.col_tiles];
-  if (tile.x < 0) return;  // past the last tile: the grid is sized for the worst case
-  const int expert = tile.x, row0 = tile.y, rows = tile.z;
-  const int tid = threadIdx.x, wg = tid / 128, warp = tid / 32 % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int64_t col0 = int64_t(blockIdx.x % p.col_tiles) * (Up ? kUpOutputs : kDownOutputs);
-  const WeightRef* wa = p.wa + expert;
-  const WeightRef* wb = Up ? p.wb + expert : wa;
-
-  // The lane's weight rows: slab m, row g + 8h of the warp's 16 (null past the matrix end).
-  const uint8_t* code_rows[2][2];
+// What a CTA's warpgroups share: the tile, the shared memory, the lane's weight rows.
+struct Block {
+  uint8_t* smem;  // the ring, 1024-byte aligned, then the tile's input rows
+  uint32_t base;  // its shared-memory address
+  const __nv_bfloat16* const* row_input;
+  int row0, rows, tid, wg, warp, g, t;
+  int64_t col0;
+  const WeightRef *wa, *wb;
+  const uint8_t* code_rows[2][2];  // slab m, row g + 8h of the warp's 16 (null past the matrix end)
   const uint8_t* scale_rows[2][2];
-#pragma unroll
-  for (int m = 0; m < 2; ++m) {
-    const WeightRef* w = Up && m == 1 ? wb : wa;
-    const int64_t slab = Up ? col0 + 64 * wg : col0 + 128 * wg + 64 * m;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t r = slab + 16 * warp + g + 8 * h;
-      const bool valid = r < p.out;
-      code_rows[m][h] = valid ? static_cast<const uint8_t*>(w->weight) + r * (p.in / 2) : nullptr;
-      scale_rows[m][h] =
-          valid ? static_cast<const uint8_t*>(w->scale) + r * (p.in / (F == WeightFormat::nvfp4 ? 16 : 32)) : nullptr;
-    }
-  }
+};
 
-  const __nv_bfloat16** row_input = reinterpret_cast<const __nv_bfloat16**>(smem + kStages * kStageBytes);
-  for (int r = tid; r < kTokens; r += kThreads)
-    row_input[r] = r < rows ? p.input + (Up ? int64_t(p.order[row0 + r]) / p.k : int64_t(row0 + r)) * p.in : nullptr;
-  __syncthreads();
-
-  // B copies: thread tid moves 16-byte unit tid % 16 of token rows tid / 16 + 16i (eight a stage);
-  // unit u of a row lands in half u / 8, swizzled by the row.
-  const int unit = tid % 16, token0 = tid / 16;
+// The products of a tile of up to N rows, then its epilogue. Lane (g, t) ends with, in
+// acc[m][4j + 2h + e], row 16·warp + g + 8h of slab m × token 8j + 2t + e.
+template <WeightFormat F, bool Up, int N>
+__device__ __forceinline__ void tile_gemm(const Pass& p, const Block& b) {
+  // B copies: thread tid moves 16-byte unit tid % 16 of token rows tid / 16 + 16i (N / 16 a
+  // stage); unit u of a row lands in half u / 8, swizzled by the row.
+  const int unit = b.tid % 16, token0 = b.tid / 16;
   const uint32_t copy_offset = (unit / 8) * kHalfBytes + token0 * 128 + ((unit % 8) ^ (token0 % 8)) * 16;
   auto load_inputs = [&](int buffer, int stage) {
 #pragma unroll
-    for (int i = 0; i < kTokens / 16; ++i) {
-      const __nv_bfloat16* src = row_input[token0 + 16 * i];
-      copy16(base + buffer * kStageBytes + copy_offset + i * 16 * 128,
+    for (int i = 0; i < N / 16; ++i) {
+      const __nv_bfloat16* src = b.row_input[token0 + 16 * i];
+      copy16(b.base + buffer * kStageBytes + copy_offset + i * 16 * 128,
              src ? src + int64_t(stage) * kStageK + unit * 8 : p.input, src != nullptr);
     }
   };
@@ -204,16 +180,16 @@ __global__ void __launch_bounds__(kThreads, 1) expert_wgmma_kernel(Pass p) {
     if (s < stages) load_inputs(s, s);
     copy_commit();  // one group per stage, empty or not: the waits count groups
   }
-  float acc[2][64];
+  float acc[2][N / 2];
 #pragma unroll
   for (int m = 0; m < 2; ++m)
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[m][i] = 0.0f;
+    for (int i = 0; i < N / 2; ++i) acc[m][i] = 0.0f;
   StageCodes<F> next;
-  load_codes<F>(next, code_rows, scale_rows, 0, t);
+  load_codes<F>(next, b.code_rows, b.scale_rows, 0, b.t);
   for (int stage = 0; stage < stages; ++stage) {
     const StageCodes<F> codes = next;
-    if (stage + 1 < stages) load_codes<F>(next, code_rows, scale_rows, stage + 1, t);
+    if (stage + 1 < stages) load_codes<F>(next, b.code_rows, b.scale_rows, stage + 1, b.t);
     bool large = false;
     if constexpr (F == WeightFormat::mxfp4)
 #pragma unroll
@@ -226,58 +202,107 @@ __global__ void __launch_bounds__(kThreads, 1) expert_wgmma_kernel(Pass p) {
     const int ahead = stage + kStages - 2;
     if (ahead < stages) load_inputs(ahead % kStages, ahead);
     copy_commit();
-    const uint32_t stage_address = base + (stage % kStages) * kStageBytes;
+    const uint32_t stage_address = b.base + (stage % kStages) * kStageBytes;
     if (F == WeightFormat::mxfp4 && large)
-      stage_products<F, true>(codes, stage_address, acc);
+      stage_products<F, N, true>(codes, stage_address, acc);
     else
-      stage_products<F, false>(codes, stage_address, acc);
+      stage_products<F, N, false>(codes, stage_address, acc);
   }
   wgmma_wait<0>();
   wgmma_hold(acc[0]);
   wgmma_hold(acc[1]);
   copy_wait<0>();
 
-  // Lane (g, t) holds in acc[m][4j + 2h + e] row 16·warp + g + 8h of slab m × token 8j + 2t + e.
   if constexpr (Up) {
     __syncthreads();  // both warpgroups are done with the ring: it takes h's tile
-    const float s1 = output_scale<F>(*wa), s3 = output_scale<F>(*wb);
-    auto* tile_h = reinterpret_cast<__nv_bfloat16*>(smem);  // [kTokens][128] in input_at order
+    const float s1 = output_scale<F>(*b.wa), s3 = output_scale<F>(*b.wb);
+    auto* tile_h = reinterpret_cast<__nv_bfloat16*>(b.smem);  // [N][128] in input_at order
 #pragma unroll
-    for (int j = 0; j < kTokens / 8; ++j)
+    for (int j = 0; j < N / 8; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int i = 4 * j + 2 * h + e, token = 8 * j + 2 * t + e;
+          const int i = 4 * j + 2 * h + e, token = 8 * j + 2 * b.t + e;
           const float v = clamped_swiglu(acc[0][i] * s1, acc[1][i] * s3, p.limit);
-          tile_h[token * kUpOutputs + position_of(64 * wg + 16 * warp + g + 8 * h)] = __float2bfloat16_rn(v);
+          tile_h[token * kUpOutputs + position_of(64 * b.wg + 16 * b.warp + b.g + 8 * h)] = __float2bfloat16_rn(v);
         }
     __syncthreads();
     auto* h = static_cast<__nv_bfloat16*>(p.result);
-    for (int u = tid; u < kTokens * kUpOutputs / 8; u += kThreads) {
+    for (int u = b.tid; u < N * kUpOutputs / 8; u += kThreads) {
       const int token = u / (kUpOutputs / 8), part = u % (kUpOutputs / 8);
-      if (token < rows && col0 + 8 * part < p.out)
-        *reinterpret_cast<uint4*>(h + int64_t(row0 + token) * p.out + col0 + 8 * part) =
+      if (token < b.rows && b.col0 + 8 * part < p.out)
+        *reinterpret_cast<uint4*>(h + int64_t(b.row0 + token) * p.out + b.col0 + 8 * part) =
             *reinterpret_cast<const uint4*>(tile_h + token * kUpOutputs + 8 * part);
     }
   } else {
-    const float s2 = output_scale<F>(*wa);
+    const float s2 = output_scale<F>(*b.wa);
     auto* y = static_cast<float*>(p.result);
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int64_t d = col0 + 128 * wg + 64 * m + 16 * warp + g + 8 * h;
+        const int64_t d = b.col0 + 128 * b.wg + 64 * m + 16 * b.warp + b.g + 8 * h;
         if (d >= p.out) continue;
 #pragma unroll
-        for (int j = 0; j < kTokens / 8; ++j)
+        for (int j = 0; j < N / 8; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int token = 8 * j + 2 * t + e;
-            if (token < rows) y[int64_t(row0 + token) * p.out + d] = acc[m][4 * j + 2 * h + e] * s2;
+            const int token = 8 * j + 2 * b.t + e;
+            if (token < b.rows) y[int64_t(b.row0 + token) * p.out + d] = acc[m][4 * j + 2 * h + e] * s2;
           }
       }
   }
+}
+
+// Built for every architecture, run on compute capability 9.0 only (elsewhere wgmma traps).
+// One CTA: row tile blockIdx.x / col_tiles (up to 128 sorted rows of one expert) × weight block
+// blockIdx.x % col_tiles. Warpgroup w: up, outputs 64w .. 64w + 63 of the block from w1 (slab 0)
+// and w3 (slab 1), SwiGLU, h in bf16; down, rows 128w .. 128w + 127 of w2, f32. A tile of up to
+// 64 rows (an expert's last) takes products of 64 columns instead of 128.
+template <WeightFormat F, bool Up>
+__global__ void __launch_bounds__(kThreads, 1) expert_wgmma_kernel(Pass p) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  const int4 tile = p.tiles[blockIdx.x / p.col_tiles];
+  if (tile.x < 0) return;  // past the last tile: the grid is sized for the worst case
+  Block b;
+  const uint32_t raw_address = shared_address(smem_raw);
+  b.smem = smem_raw + ((1024 - raw_address % 1024) % 1024);  // the swizzle needs 1024-byte alignment
+  b.base = shared_address(b.smem);
+  const int expert = tile.x;
+  b.row0 = tile.y;
+  b.rows = tile.z;
+  b.tid = threadIdx.x;
+  b.wg = b.tid / 128;
+  b.warp = b.tid / 32 % 4;
+  b.g = b.tid % 32 / 4;
+  b.t = b.tid % 4;
+  b.col0 = int64_t(blockIdx.x % p.col_tiles) * (Up ? kUpOutputs : kDownOutputs);
+  b.wa = p.wa + expert;
+  b.wb = Up ? p.wb + expert : b.wa;
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const WeightRef* w = Up && m == 1 ? b.wb : b.wa;
+    const int64_t slab = Up ? b.col0 + 64 * b.wg : b.col0 + 128 * b.wg + 64 * m;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = slab + 16 * b.warp + b.g + 8 * h;
+      const bool valid = r < p.out;
+      b.code_rows[m][h] = valid ? static_cast<const uint8_t*>(w->weight) + r * (p.in / 2) : nullptr;
+      b.scale_rows[m][h] =
+          valid ? static_cast<const uint8_t*>(w->scale) + r * (p.in / (F == WeightFormat::nvfp4 ? 16 : 32)) : nullptr;
+    }
+  }
+  auto** row_input = reinterpret_cast<const __nv_bfloat16**>(b.smem + kStages * kStageBytes);
+  for (int r = b.tid; r < kTokens; r += kThreads)
+    row_input[r] =
+        r < b.rows ? p.input + (Up ? int64_t(p.order[b.row0 + r]) / p.k : int64_t(b.row0 + r)) * p.in : nullptr;
+  b.row_input = row_input;
+  __syncthreads();
+  if (b.rows <= 64)
+    tile_gemm<F, Up, 64>(p, b);
+  else
+    tile_gemm<F, Up, 128>(p, b);
 }
 
 // out = bf16(x) with every group of 128 in input_at order; a thread per 8 outputs.
