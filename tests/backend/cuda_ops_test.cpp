@@ -580,12 +580,17 @@ TEST_F(CudaOps, HyperConnections) {
           const MixWeights m = g.hc_pre(g.upload(std::vector<float>(h.begin(), h.begin() + rows * flat), {rows, flat}),
                                         g.upload(fn, {mix, flat}), g.upload(base, {mix}), g.upload(scale, {3}), c);
           std::vector<float> x = g.download(m.x), comb = g.download(m.comb);
+          std::vector<float> post = g.download(
+              g.hc_post(g.upload(std::vector<float>(h.begin(), h.begin() + rows * flat), {rows, flat}),
+                        g.upload(std::vector<float>(y.begin(), y.begin() + rows * dim), {rows, dim}), m.post, m.comb));
           x.resize(size_t(dim));
           comb.resize(size_t(hc * hc));
+          post.resize(size_t(flat));
           x.insert(x.end(), comb.begin(), comb.end());
+          x.insert(x.end(), post.begin(), post.end());
           return x;
         };
-        EXPECT_EQ(first_row(1), first_row(n)) << "hc_pre row 0 alone and among " << n << " rows, dim " << dim;
+        EXPECT_EQ(first_row(1), first_row(n)) << "hc_pre / hc_post row 0 alone and among " << n << " rows, dim " << dim;
       }
     }
   }

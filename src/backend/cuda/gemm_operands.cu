@@ -133,6 +133,17 @@ __global__ void round_kernel(const float* x, int64_t count, __nv_bfloat16* out) 
     out[k] = __float2bfloat16_rn(x[k]);
 }
 
+// round_kernel eight values a thread (two 16-byte loads, one 16-byte store): the one-value kernel
+// moved ~1.7 TB/s on the prefill's activations. Rounds to nearest even like it, so the same bits.
+__global__ void round8_kernel(const float4* x, int64_t groups, uint4* out) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < groups; k += int64_t(gridDim.x) * blockDim.x) {
+    const float4 a = x[2 * k], b = x[2 * k + 1];
+    const __nv_bfloat162 v[4] = {__floats2bfloat162_rn(a.x, a.y), __floats2bfloat162_rn(a.z, a.w),
+                                 __floats2bfloat162_rn(b.x, b.y), __floats2bfloat162_rn(b.z, b.w)};
+    out[k] = *reinterpret_cast<const uint4*>(v);
+  }
+}
+
 template <class T>
 __global__ void gather_kernel(const float* x, int64_t width, const int32_t* order, int64_t rows, int64_t k, T* out) {
   const int64_t n = rows * width;
@@ -163,7 +174,11 @@ void dequantize_rows(const WeightRef& w, int64_t row0, int64_t rows, OperandType
 
 void round_to_bf16(const float* x, int64_t count, void* out, cudaStream_t stream) {
   if (count == 0) return;
-  round_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, count, static_cast<__nv_bfloat16*>(out));
+  if (count % 8 == 0 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(out)) % 16 == 0)
+    round8_kernel<<<grid_for(count / 8), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(x), count / 8,
+                                                               static_cast<uint4*>(out));
+  else
+    round_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, count, static_cast<__nv_bfloat16*>(out));
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -307,6 +307,36 @@ __global__ void hc_post_kernel(const float* h, const float* y, const float* post
   }
 }
 
+// hc_post_kernel four columns a thread (16-byte loads and stores; the row's post and comb read
+// once for the four), for many rows: the same terms in the same order, so the same bits.
+template <int HC>
+__global__ void hc_post4_kernel(const float* h, const float* y, const float* post, const float* comb, int64_t n,
+                                int64_t dim, float* out) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, quads = dim / 4;
+  if (k >= n * quads) return;
+  const int64_t d = 4 * (k % quads), r = k / quads;
+  float4 v[HC];
+#pragma unroll
+  for (int i = 0; i < HC; ++i) v[i] = *reinterpret_cast<const float4*>(h + (r * HC + i) * dim + d);
+  const float4 yv = *reinterpret_cast<const float4*>(y + r * dim + d);
+#pragma unroll
+  for (int j = 0; j < HC; ++j) {
+    const float pj = post[r * HC + j];
+    float4 s = make_float4(pj * yv.x, pj * yv.y, pj * yv.z, pj * yv.w);
+#pragma unroll
+    for (int i = 0; i < HC; ++i) {
+      const float c = comb[(r * HC + i) * HC + j];
+      s.x += c * v[i].x;
+      s.y += c * v[i].y;
+      s.z += c * v[i].z;
+      s.w += c * v[i].w;
+    }
+    *reinterpret_cast<float4*>(out + (r * HC + j) * dim + d) = s;
+  }
+}
+
 void check_hc(const HcParams& p) {
   if (p.hc < 1 || p.hc > kMaxHc) runtime_error("cuda mHC: hc_mult ", p.hc, " is not supported (at most ", kMaxHc, ")");
   if (slice_count(p) > kMaxSlices)
@@ -365,15 +395,19 @@ void hc_post(const float* h, const float* y, const float* post, const float* com
   if (hc < 1 || hc > kMaxHc) runtime_error("cuda mHC: hc_mult ", hc, " is not supported (at most ", kMaxHc, ")");
   const int64_t total = n * dim;
   if (total == 0) return;
-  const unsigned blocks = unsigned((total + 255) / 256);
-  auto post_kernel = [&](auto kernel) {
-    launch_early(kernel, dim3(blocks), dim3(256), 0, stream, h, y, post, comb, n, dim, out);
+  // Decode steps keep a thread per column (more threads for few rows); prefills take four.
+  const bool quads =
+      n >= kTileFrom && dim % 4 == 0 &&
+      (reinterpret_cast<uintptr_t>(h) | reinterpret_cast<uintptr_t>(y) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
+  const unsigned blocks = unsigned((total / (quads ? 4 : 1) + 255) / 256);
+  auto post_kernel = [&](auto one, auto four) {
+    launch_early(quads ? four : one, dim3(blocks), dim3(256), 0, stream, h, y, post, comb, n, dim, out);
   };
   switch (hc) {
-    case 1: post_kernel(hc_post_kernel<1>); break;
-    case 2: post_kernel(hc_post_kernel<2>); break;
-    case 3: post_kernel(hc_post_kernel<3>); break;
-    default: post_kernel(hc_post_kernel<4>); break;
+    case 1: post_kernel(hc_post_kernel<1>, hc_post4_kernel<1>); break;
+    case 2: post_kernel(hc_post_kernel<2>, hc_post4_kernel<2>); break;
+    case 3: post_kernel(hc_post_kernel<3>, hc_post4_kernel<3>); break;
+    default: post_kernel(hc_post_kernel<4>, hc_post4_kernel<4>); break;
   }
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
