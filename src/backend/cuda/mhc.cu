@@ -94,7 +94,9 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The mix pass for many rows, equal bit for bit to hc_mix_kernel: a lane per row (32 rows a block,
-// staged in shared memory), a warp per kSumsPerWarp of the row's sums (the mixes in order, then Σv²).
+// staged in shared memory with the slice of fn's rows, which every lane of a warp reads at once:
+// from L2 those loads left most warps waiting), a warp per kSumsPerWarp of the row's sums (the
+// mixes in order, then Σv²).
 // hc_mix_kernel sums a row's products per 32 columns with warp_sum's butterfly (pairs 16 apart,
 // then 8, 4, 2, 1), the slice's 8 groups in order; here one lane computes that same tree from its
 // own products. The shuffles of that reduction were most of hc_mix_kernel's time at 8192 rows
@@ -109,16 +111,15 @@ __device__ __forceinline__ float4 load4(const float* p) { return __ldg(reinterpr
 __device__ __forceinline__ float at(const float4& v, int q) { return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w; }
 
 // pairs[s][q] = p(c + q) + p(c + 16 + q) for the 4 columns from c (the butterfly's first level):
-// p(c) = w_s(c)·x(c), where w_s is fn's row of sum slot s, or x itself for Σv² (rows[s] == nullptr).
-// Columns from `valid` on are past the row (x is 0 there, and fn is not read).
-__device__ __forceinline__ void first_level(const float* x, const float* const (&rows)[kSumsPerWarp], int64_t col,
-                                            int c, int valid, float (&pairs)[kSumsPerWarp][4]) {
+// p(c) = w_s(c)·x(c), where w_s is the slice of fn's row of sum slot s in shared memory, or x
+// itself for Σv² (rows[s] == nullptr). Past the row both x and the slice hold zeros.
+__device__ __forceinline__ void first_level(const float* x, const float* const (&rows)[kSumsPerWarp], int c,
+                                            float (&pairs)[kSumsPerWarp][4]) {
   const float4 lo = *reinterpret_cast<const float4*>(x + c), hi = *reinterpret_cast<const float4*>(x + c + 16);
-  const float4 zero = make_float4(0, 0, 0, 0);
 #pragma unroll
   for (int s = 0; s < kSumsPerWarp; ++s) {
-    const float4 wl = !rows[s] ? lo : c < valid ? load4(rows[s] + col + c) : zero;
-    const float4 wh = !rows[s] ? hi : c + 16 < valid ? load4(rows[s] + col + c + 16) : zero;
+    const float4 wl = !rows[s] ? lo : *reinterpret_cast<const float4*>(rows[s] + c);
+    const float4 wh = !rows[s] ? hi : *reinterpret_cast<const float4*>(rows[s] + c + 16);
 #pragma unroll
     for (int q = 0; q < 4; ++q)
       pairs[s][q] = __fadd_rn(fmaf(at(wl, q), at(lo, q), 0.0f), fmaf(at(wh, q), at(hi, q), 0.0f));
@@ -129,7 +130,8 @@ __global__ void __launch_bounds__(kTileWarps * 32)
     hc_mix_tile_kernel(const float* h, const float* fn, int64_t n, int mix, int64_t flat, float* partial) {
   wait_for_inputs();
   allow_next_kernel();
-  __shared__ __align__(16) float tile[kTileRows * kTilePitch];
+  extern __shared__ __align__(16) float tile[];  // [kTileRows][kTilePitch], then fn's slice [mix][kSliceLength]
+  float* fn_slice = tile + kTileRows * kTilePitch;
   const int64_t r0 = int64_t(blockIdx.x) * kTileRows, slice = blockIdx.y, slices = gridDim.y;
   const int64_t begin = slice * kSliceLength, end = min(begin + kSliceLength, flat);
   for (int t = threadIdx.x; t < kTileRows * kSliceLength / 4; t += blockDim.x) {
@@ -137,6 +139,11 @@ __global__ void __launch_bounds__(kTileWarps * 32)
     const bool inside = r0 + row < n && begin + c < end;  // end - begin is a multiple of 4
     *reinterpret_cast<float4*>(tile + row * kTilePitch + c) =
         inside ? load4(h + (r0 + row) * flat + begin + c) : make_float4(0, 0, 0, 0);
+  }
+  for (int t = threadIdx.x; t < mix * kSliceLength / 4; t += blockDim.x) {
+    const int row = t / (kSliceLength / 4), c = 4 * (t % (kSliceLength / 4));
+    *reinterpret_cast<float4*>(fn_slice + row * kSliceLength + c) =
+        begin + c < end ? load4(fn + row * flat + begin + c) : make_float4(0, 0, 0, 0);
   }
   __syncthreads();
   // Sum slot s of this warp is the row's (warp·kSumsPerWarp + s)-th sum: mix k < mix, then Σv².
@@ -147,24 +154,23 @@ __global__ void __launch_bounds__(kTileWarps * 32)
   for (int s = 0; s < kSumsPerWarp; ++s) {
     const int i = warp * kSumsPerWarp + s;
     sum_of[s] = i < mix ? i : i == mix ? kMaxMix : -1;
-    rows[s] = i < mix ? fn + int64_t(i) * flat : nullptr;
+    rows[s] = i < mix ? fn_slice + i * kSliceLength : nullptr;
   }
   float slice_sum[kSumsPerWarp] = {};
   if (warp * kSumsPerWarp <= mix) {
     const float* x = tile + lane * kTilePitch;
-    const int valid = int(end - begin);
     for (int g = 0; g < kSliceLength / 32; ++g) {
       const int c = 32 * g;
       // the butterfly's levels 2-5: (c+i) with (c+i+8), then +4, +2, +1
       float a[kSumsPerWarp][4], b[kSumsPerWarp][4], low[kSumsPerWarp][4];
-      first_level(x, rows, begin, c, valid, a);
-      first_level(x, rows, begin, c + 8, valid, b);
+      first_level(x, rows, c, a);
+      first_level(x, rows, c + 8, b);
 #pragma unroll
       for (int s = 0; s < kSumsPerWarp; ++s)
 #pragma unroll
         for (int q = 0; q < 4; ++q) low[s][q] = __fadd_rn(a[s][q], b[s][q]);
-      first_level(x, rows, begin, c + 4, valid, a);
-      first_level(x, rows, begin, c + 12, valid, b);
+      first_level(x, rows, c + 4, a);
+      first_level(x, rows, c + 12, b);
 #pragma unroll
       for (int s = 0; s < kSumsPerWarp; ++s) {
         float l3[4];
@@ -353,8 +359,9 @@ void launch_mix(const float* h, const float* fn, int64_t n, int mix, const HcPar
   const unsigned slices = unsigned(slice_count(p));
   const bool aligned = flat % 4 == 0 && (reinterpret_cast<uintptr_t>(h) | reinterpret_cast<uintptr_t>(fn)) % 16 == 0;
   if (n >= kTileFrom && aligned)
-    launch_early(hc_mix_tile_kernel, dim3(unsigned((n + kTileRows - 1) / kTileRows), slices), dim3(kTileWarps * 32), 0,
-                 stream, h, fn, n, mix, flat, partial);
+    launch_early(hc_mix_tile_kernel, dim3(unsigned((n + kTileRows - 1) / kTileRows), slices), dim3(kTileWarps * 32),
+                 sizeof(float) * size_t(kTileRows * kTilePitch + mix * kSliceLength), stream, h, fn, n, mix, flat,
+                 partial);
   else if (n < 4)
     launch_early(hc_mix_kernel<1>, dim3(unsigned(n), slices), dim3(kThreads), 0, stream, h, fn, n, mix, flat, partial);
   else
