@@ -93,17 +93,19 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The mix pass for many rows, equal bit for bit to hc_mix_kernel: a lane per row (32 rows a block,
+// The mix pass for many rows, equal bit for bit to hc_mix_kernel: a lane per row (64 rows a block,
 // staged in shared memory with the slice of fn's rows, which every lane of a warp reads at once:
-// from L2 those loads left most warps waiting), a warp per kSumsPerWarp of the row's sums (the
+// from L2 those loads left most warps waiting), a warp per kSumsPerWarp of the sums of 32 rows (the
 // mixes in order, then Σv²).
 // hc_mix_kernel sums a row's products per 32 columns with warp_sum's butterfly (pairs 16 apart,
 // then 8, 4, 2, 1), the slice's 8 groups in order; here one lane computes that same tree from its
 // own products. The shuffles of that reduction were most of hc_mix_kernel's time at 8192 rows
 // (4.5 ms, 3.5% of copy bandwidth).
-constexpr int kTileRows = 32;
+constexpr int kRowGroups = 2;  // of 32 rows: the fn slice serves 64 rows, two blocks fit an SM
+constexpr int kTileRows = 32 * kRowGroups;
 constexpr int kSumsPerWarp = 5;
-constexpr int kTileWarps = (kSums + kSumsPerWarp - 1) / kSumsPerWarp;
+constexpr int kGroupWarps = (kSums + kSumsPerWarp - 1) / kSumsPerWarp;  // the warps of one row group
+constexpr int kTileWarps = kRowGroups * kGroupWarps;
 constexpr int kTilePitch = kSliceLength + 4;  // a quarter warp's float4 reads fall on distinct banks
 static_assert(kSliceLength % 32 == 0, "the slice is whole 32-column groups");
 
@@ -146,8 +148,10 @@ __global__ void __launch_bounds__(kTileWarps * 32)
         begin + c < end ? load4(fn + row * flat + begin + c) : make_float4(0, 0, 0, 0);
   }
   __syncthreads();
-  // Sum slot s of this warp is the row's (warp·kSumsPerWarp + s)-th sum: mix k < mix, then Σv².
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  // Sum slot s of this warp is the (warp·kSumsPerWarp + s)-th sum (mix k < mix, then Σv²) of row
+  // 32·group + lane.
+  const int group = threadIdx.x / 32 / kGroupWarps, warp = threadIdx.x / 32 % kGroupWarps, lane = threadIdx.x & 31;
+  const int row = 32 * group + lane;
   int sum_of[kSumsPerWarp];
   const float* rows[kSumsPerWarp];
 #pragma unroll
@@ -158,7 +162,7 @@ __global__ void __launch_bounds__(kTileWarps * 32)
   }
   float slice_sum[kSumsPerWarp] = {};
   if (warp * kSumsPerWarp <= mix) {
-    const float* x = tile + lane * kTilePitch;
+    const float* x = tile + row * kTilePitch;
     for (int g = 0; g < kSliceLength / 32; ++g) {
       const int c = 32 * g;
       // the butterfly's levels 2-5: (c+i) with (c+i+8), then +4, +2, +1
@@ -187,7 +191,7 @@ __global__ void __launch_bounds__(kTileWarps * 32)
   __syncthreads();
 #pragma unroll
   for (int s = 0; s < kSumsPerWarp; ++s)
-    if (sum_of[s] >= 0) sums[lane * kSums + sum_of[s]] = slice_sum[s];
+    if (sum_of[s] >= 0) sums[row * kSums + sum_of[s]] = slice_sum[s];
   __syncthreads();
   for (int t = threadIdx.x; t < kTileRows * kSums; t += blockDim.x) {
     const int64_t r = r0 + t / kSums;
