@@ -9,6 +9,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/pool_buffer.h"
+#include "backend/cuda/shared_tiles.cuh"
 #include "backend/cuda/swiglu.cuh"
 
 namespace tetra::cuda {
@@ -69,42 +70,9 @@ __device__ __forceinline__ int swizzle(int row, int u) {
   else return u;  // 64-byte rows: rows g and g + 1 already fall on different bank halves
 }
 
-__device__ __forceinline__ uint32_t shared_address(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-
-// Asynchronous global → shared copies; an invalid one writes zeros and reads nothing.
-__device__ __forceinline__ void copy16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-template <int Bytes>
-__device__ __forceinline__ void copy_small(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(shared_address(dst)), "l"(src), "n"(Bytes),
-               "r"(valid ? Bytes : 0)
-               : "memory");
-}
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int Pending>
-__device__ __forceinline__ void copy_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-}
-
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 __device__ __forceinline__ uint32_t bf16_splat(float v) { return bf16x2_pack(v, v); }
-
-struct Pass {
-  const __nv_bfloat16* input;  // up: x rows [n, in] (k order of the format); down: h [pairs, in]
-  const int32_t* order;        // up: sorted row → pair (its token: pair / k); down: null (row i of h)
-  int64_t k;
-  const int4* tiles;  // {expert, first sorted row, rows, 0}; expert -1 past the last tile
-  int col_tiles;      // CTAs per row tile
-  const WeightRef* wa;  // up: w1; down: w2 (device tables)
-  const WeightRef* wb;  // up: w3
-  int64_t in, out;      // the matrices' width and rows
-  float limit;
-  void* result;  // up: h bf16 [pairs, out] in the k order of the format; down: y f32 [pairs, out]
-};
 
 // One stage (kStageK inputs) of a warp's 64 tile rows × 64 weight rows. factor / second: each
 // n-tile's bf16x2 multipliers (NVFP4: refreshed here per 16 inputs); Second: apply `second`.
@@ -175,7 +143,7 @@ __device__ __forceinline__ void stage_mma(const uint8_t* inputs, const uint8_t* 
 // blockIdx.x % col_tiles. Up: 32·warps outputs of w1 and of w3 (n-tiles 0-3 and 4-7 of each
 // warp, the same outputs), SwiGLU, h in bf16; down: 64·warps outputs of w2, f32.
 template <WeightFormat F, bool Up>
-__global__ void __launch_bounds__(Tiling<F>::threads) expert_gemm_kernel(Pass p) {
+__global__ void __launch_bounds__(Tiling<F>::threads) expert_gemm_kernel(ExpertPass p) {
   using T = Tiling<F>;
   using C = MmaCodes<F>;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -238,23 +206,24 @@ __global__ void __launch_bounds__(Tiling<F>::threads) expert_gemm_kernel(Pass p)
 #pragma unroll
     for (int it = 0; it < kTileRows * kInputUnits / T::threads; ++it) {
       const __nv_bfloat16* src = row_input[input_row + it * (T::threads / kInputUnits)];
-      copy16(in_s + input_at_thread + it * T::threads * 16, src ? src + int64_t(stage) * kStageK + input_unit * 8 : p.input,
-             src != nullptr);
+      cp_async_16(shared_address(in_s + input_at_thread + it * T::threads * 16),
+                  src ? src + int64_t(stage) * kStageK + input_unit * 8 : p.input, src != nullptr);
     }
 #pragma unroll
     for (int it = 0; it < T::cols * T::weight_units / T::threads; ++it) {
       const uint8_t* src = col_weight[weight_col + it * (T::threads / T::weight_units)];
-      copy16(w_s + weight_at_thread + it * T::threads * 16,
-             src ? src + int64_t(stage) * C::row_bytes(kStageK) + weight_unit * 16 : static_cast<const void*>(p.input),
-             src != nullptr);
+      cp_async_16(
+          shared_address(w_s + weight_at_thread + it * T::threads * 16),
+          src ? src + int64_t(stage) * C::row_bytes(kStageK) + weight_unit * 16 : static_cast<const void*>(p.input),
+          src != nullptr);
     }
     if constexpr (T::scale_bytes > 0) {
 #pragma unroll
       for (int it = 0; it < T::cols / T::threads; ++it) {
         const uint8_t* src = col_scale[tid + it * T::threads];
-        copy_small<T::scale_bytes>(s_s + (tid + it * T::threads) * T::scale_bytes,
-                                   src ? src + int64_t(stage) * T::scale_bytes : static_cast<const void*>(p.input),
-                                   src != nullptr);
+        cp_async_small<T::scale_bytes>(shared_address(s_s + (tid + it * T::threads) * T::scale_bytes),
+                                       src ? src + int64_t(stage) * T::scale_bytes : static_cast<const void*>(p.input),
+                                       src != nullptr);
       }
     }
   };
@@ -264,14 +233,14 @@ __global__ void __launch_bounds__(Tiling<F>::threads) expert_gemm_kernel(Pass p)
 #pragma unroll
   for (int s = 0; s < T::stages - 1; ++s) {
     if (s < stages) load_stage(s, s);
-    copy_commit();  // one group per stage, empty or not: the waits count groups
+    cp_async_commit();  // one group per stage, empty or not: the waits count groups
   }
   for (int stage = 0; stage < stages; ++stage) {
-    copy_wait<T::stages - 2>();  // this thread's copies of `stage` have landed ...
+    cp_async_wait<T::stages - 2>();  // this thread's copies of `stage` have landed ...
     __syncthreads();             // ... everyone's, and every warp is done with the buffer refilled below
     const int next = stage + T::stages - 1;
     if (next < stages) load_stage(next % T::stages, next);
-    copy_commit();
+    cp_async_commit();
     const uint8_t* in_s = smem + (stage % T::stages) * T::stage_bytes;
     const uint8_t* w_s = in_s + T::input_bytes;
     const uint8_t* s_s = w_s + T::weight_bytes;
@@ -303,7 +272,7 @@ __global__ void __launch_bounds__(Tiling<F>::threads) expert_gemm_kernel(Pass p)
       stage_mma<F, false>(in_s, w_s, s_s, factor, second, active, warp, g, t, acc);
     }
   }
-  copy_wait<0>();
+  cp_async_wait<0>();
 
   // Lane (g, t) holds, per m-tile and n-tile, rows g and g + 8 × columns 2t and 2t + 1.
   if constexpr (Up) {
@@ -355,7 +324,7 @@ __global__ void input_order_kernel(const float* x, int64_t groups, __nv_bfloat16
 }
 
 template <WeightFormat F, bool Up>
-void launch(const Pass& p, int64_t row_tiles, cudaStream_t stream) {
+void launch(const ExpertPass& p, int64_t row_tiles, cudaStream_t stream) {
   const size_t bytes = shared_bytes<F>(p.in);
   allow_shared_bytes(expert_gemm_kernel<F, Up>, bytes);
   expert_gemm_kernel<F, Up><<<unsigned(row_tiles * p.col_tiles), Tiling<F>::threads, bytes, stream>>>(p);
@@ -377,11 +346,11 @@ void run(const ExpertGemmArgs& a, const float* x, int64_t n, int64_t k, const in
       x, groups, inputs.get<__nv_bfloat16>());
   TETRA_CUDA_CHECK(cudaGetLastError());
   const int up_cols = T::cols / 2;
-  launch<F, true>(Pass{inputs.get<__nv_bfloat16>(), order, k, tiles.get<int4>(), int((a.inter + up_cols - 1) / up_cols),
-                       a.w1, a.w3, a.dim, a.inter, limit, h.get()},
+  launch<F, true>(ExpertPass{inputs.get<__nv_bfloat16>(), order, k, tiles.get<int4>(),
+                             int((a.inter + up_cols - 1) / up_cols), a.w1, a.w3, a.dim, a.inter, limit, h.get()},
                   row_tiles, stream);
-  launch<F, false>(Pass{h.get<__nv_bfloat16>(), nullptr, 1, tiles.get<int4>(), int((a.dim + T::cols - 1) / T::cols),
-                        a.w2, a.w2, a.inter, a.dim, limit, y},
+  launch<F, false>(ExpertPass{h.get<__nv_bfloat16>(), nullptr, 1, tiles.get<int4>(),
+                              int((a.dim + T::cols - 1) / T::cols), a.w2, a.w2, a.inter, a.dim, limit, y},
                    row_tiles, stream);
 }
 

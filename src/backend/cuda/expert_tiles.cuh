@@ -1,11 +1,28 @@
 #pragma once
 // The row tiles of the expert-sorted (token, slot) rows, built on the device from the experts'
-// offsets, so that the expert GEMMs need no host synchronization.
+// offsets so that the expert GEMMs need no host synchronization, and what one pass of those GEMMs
+// (up: w1 and w3 with SwiGLU; down: w2) reads.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "backend/cuda/weight_ref.h"
+
 namespace tetra::cuda {
+
+struct ExpertPass {
+  const __nv_bfloat16* input;  // up: x rows [n, in]; down: h [pairs, in]; in the k order of the kernel's decoder
+  const int32_t* order;        // up: sorted row → pair (its token: pair / k); down: null (row i of h)
+  int64_t k;
+  const int4* tiles;    // {expert, first sorted row, rows, 0}; expert -1 past the last tile
+  int col_tiles;        // CTAs per row tile
+  const WeightRef* wa;  // up: w1; down: w2 (device tables)
+  const WeightRef* wb;  // up: w3
+  int64_t in, out;      // the matrices' width and rows
+  float limit;
+  void* result;  // up: h bf16 [pairs, out] in the same k order; down: y f32 [pairs, out]
+};
 
 // Σ_e ceil(rows_e / TileRows) over the used experts (at most min(experts, pairs) of them): the
 // grid's worst case.

@@ -7,6 +7,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/pool_buffer.h"
+#include "backend/cuda/shared_tiles.cuh"
 #include "backend/cuda/swiglu.cuh"
 #include "backend/cuda/wgmma.cuh"
 
@@ -43,29 +44,6 @@ constexpr bool inverse_holds() {
   return true;
 }
 static_assert(inverse_holds(), "position_of inverts input_at");
-
-__device__ __forceinline__ uint32_t shared_address(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void copy16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int Pending>
-__device__ __forceinline__ void copy_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-}
-
-struct Pass {
-  const __nv_bfloat16* input;  // up: x rows [n, in]; down: h [pairs, in]; both in input_at order
-  const int32_t* order;        // up: sorted row → pair (its token: pair / k); down: null (row i of h)
-  int64_t k;
-  const int4* tiles;    // {expert, first sorted row, rows, 0}; expert -1 past the last tile
-  int col_tiles;        // CTAs per row tile
-  const WeightRef* wa;  // up: w1; down: w2 (device tables)
-  const WeightRef* wb;  // up: w3
-  int64_t in, out;      // the matrices' width and rows
-  float limit;
-  void* result;  // up: h bf16 [pairs, out] in input_at order; down: y f32 [pairs, out]
-};
 
 // A lane's codes and scales of one stage: per slab, rows g and g + 8 of its warp's 16.
 template <WeightFormat F>
@@ -160,7 +138,7 @@ struct Block {
 // The products of a tile of up to N rows, then its epilogue. Lane (g, t) ends with, in
 // acc[m][4j + 2h + e], row 16·warp + g + 8h of slab m × token 8j + 2t + e.
 template <WeightFormat F, bool Up, int N>
-__device__ __forceinline__ void tile_gemm(const Pass& p, const Block& b) {
+__device__ __forceinline__ void tile_gemm(const ExpertPass& p, const Block& b) {
   // B copies: thread tid moves 16-byte unit tid % 16 of token rows tid / 16 + 16i (N / 16 a
   // stage); unit u of a row lands in half u / 8, swizzled by the row.
   const int unit = b.tid % 16, token0 = b.tid / 16;
@@ -169,8 +147,8 @@ __device__ __forceinline__ void tile_gemm(const Pass& p, const Block& b) {
 #pragma unroll
     for (int i = 0; i < N / 16; ++i) {
       const __nv_bfloat16* src = b.row_input[token0 + 16 * i];
-      copy16(b.base + buffer * kStageBytes + copy_offset + i * 16 * 128,
-             src ? src + int64_t(stage) * kStageK + unit * 8 : p.input, src != nullptr);
+      cp_async_16(b.base + buffer * kStageBytes + copy_offset + i * 16 * 128,
+                  src ? src + int64_t(stage) * kStageK + unit * 8 : p.input, src != nullptr);
     }
   };
 
@@ -178,7 +156,7 @@ __device__ __forceinline__ void tile_gemm(const Pass& p, const Block& b) {
 #pragma unroll
   for (int s = 0; s < kStages - 2; ++s) {
     if (s < stages) load_inputs(s, s);
-    copy_commit();  // one group per stage, empty or not: the waits count groups
+    cp_async_commit();  // one group per stage, empty or not: the waits count groups
   }
   float acc[2][N / 2];
 #pragma unroll
@@ -194,14 +172,14 @@ __device__ __forceinline__ void tile_gemm(const Pass& p, const Block& b) {
     if constexpr (F == WeightFormat::mxfp4)
 #pragma unroll
       for (int m = 0; m < 2; ++m) large |= codes.scales[m][0] > 128 || codes.scales[m][1] > 128;
-    copy_wait<kStages - 3>();  // this thread's copies of `stage` have landed ...
+    cp_async_wait<kStages - 3>();  // this thread's copies of `stage` have landed ...
     fence_shared_for_async();  // ... are visible to the tensor cores' reads ...
     // ... everyone's; and every warpgroup is past the step 0 of stage - 1, so done with stage - 2's
     // buffer, refilled below. The block agrees on the MXFP4 decoder (wgmma wants it warpgroup-wide).
     large = __syncthreads_or(large);
     const int ahead = stage + kStages - 2;
     if (ahead < stages) load_inputs(ahead % kStages, ahead);
-    copy_commit();
+    cp_async_commit();
     const uint32_t stage_address = b.base + (stage % kStages) * kStageBytes;
     if (F == WeightFormat::mxfp4 && large)
       stage_products<F, N, true>(codes, stage_address, acc);
@@ -211,7 +189,7 @@ __device__ __forceinline__ void tile_gemm(const Pass& p, const Block& b) {
   wgmma_wait<0>();
   wgmma_hold(acc[0]);
   wgmma_hold(acc[1]);
-  copy_wait<0>();
+  cp_async_wait<0>();
 
   if constexpr (Up) {
     __syncthreads();  // both warpgroups are done with the ring: it takes h's tile
@@ -261,7 +239,7 @@ __device__ __forceinline__ void tile_gemm(const Pass& p, const Block& b) {
 // and w3 (slab 1), SwiGLU, h in bf16; down, rows 128w .. 128w + 127 of w2, f32. A tile of up to
 // 64 rows (an expert's last) takes products of 64 columns instead of 128.
 template <WeightFormat F, bool Up>
-__global__ void __launch_bounds__(kThreads, 1) expert_wgmma_kernel(Pass p) {
+__global__ void __launch_bounds__(kThreads, 1) expert_wgmma_kernel(ExpertPass p) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   const int4 tile = p.tiles[blockIdx.x / p.col_tiles];
   if (tile.x < 0) return;  // past the last tile: the grid is sized for the worst case
@@ -318,7 +296,7 @@ __global__ void wgmma_input_kernel(const float* x, int64_t units, __nv_bfloat16*
 }
 
 template <WeightFormat F, bool Up>
-void launch(const Pass& p, int64_t row_tiles, cudaStream_t stream) {
+void launch(const ExpertPass& p, int64_t row_tiles, cudaStream_t stream) {
   allow_shared_bytes(expert_wgmma_kernel<F, Up>, kSharedBytes);
   expert_wgmma_kernel<F, Up><<<unsigned(row_tiles * p.col_tiles), kThreads, kSharedBytes, stream>>>(p);
   TETRA_CUDA_CHECK(cudaGetLastError());
@@ -336,11 +314,11 @@ void run(const ExpertGemmArgs& a, const float* x, int64_t n, int64_t k, const in
   wgmma_input_kernel<<<unsigned(std::min<int64_t>((units + 255) / 256, 65536)), 256, 0, stream>>>(
       x, units, inputs.get<__nv_bfloat16>());
   TETRA_CUDA_CHECK(cudaGetLastError());
-  launch<F, true>(Pass{inputs.get<__nv_bfloat16>(), order, k, tiles.get<int4>(), int(a.inter / kUpOutputs), a.w1, a.w3,
-                       a.dim, a.inter, limit, h.get()},
+  launch<F, true>(ExpertPass{inputs.get<__nv_bfloat16>(), order, k, tiles.get<int4>(), int(a.inter / kUpOutputs), a.w1,
+                             a.w3, a.dim, a.inter, limit, h.get()},
                   row_tiles, stream);
-  launch<F, false>(Pass{h.get<__nv_bfloat16>(), nullptr, 1, tiles.get<int4>(),
-                        int((a.dim + kDownOutputs - 1) / kDownOutputs), a.w2, a.w2, a.inter, a.dim, limit, y},
+  launch<F, false>(ExpertPass{h.get<__nv_bfloat16>(), nullptr, 1, tiles.get<int4>(),
+                              int((a.dim + kDownOutputs - 1) / kDownOutputs), a.w2, a.w2, a.inter, a.dim, limit, y},
                    row_tiles, stream);
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 // Tiles in shared memory for the tensor cores: asynchronous copies from global memory
-// (cp.async, no registers held while the bytes travel) and mma.m16n8k16 fragments loaded from
-// bf16 tiles (ldmatrix). Tiles of RowBytes-byte rows keep each 16-byte chunk at its index XOR the
-// row's low 3 bits, so that the 8 rows one ldmatrix reads (same chunk, 8 consecutive rows) and
-// the 8 consecutive chunks of one row each fall on all 32 banks once.
+// (cp.async, no registers held while the bytes travel; groups committed and waited for) and mma.m16n8k16 fragments
+// loaded from bf16 tiles (ldmatrix). Tiles of RowBytes-byte rows keep each 16-byte chunk at its index XOR the row's low
+// 3 bits, so that the 8 rows one ldmatrix reads (same chunk, 8 consecutive rows) and the 8 consecutive chunks of one
+// row each fall on all 32 banks once.
 #include <cstdint>
 
 namespace tetra::cuda {
@@ -22,9 +22,27 @@ __device__ __forceinline__ uint32_t swizzled_chunk(int row, int chunk) {
 __device__ __forceinline__ void cp_async_8(uint32_t shared, const void* global) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(shared), "l"(global) : "memory");
 }
+// 16 bytes (both 16-byte aligned), bypassing L1; or, when !valid, 16 zeros written and nothing read.
+__device__ __forceinline__ void cp_async_16(uint32_t shared, const void* global, bool valid = true) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared), "l"(global), "r"(valid ? 16 : 0)
+               : "memory");
+}
+// Bytes = 4 or 8 the same way, through L1.
+template <int Bytes>
+__device__ __forceinline__ void cp_async_small(uint32_t shared, const void* global, bool valid = true) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(shared), "l"(global), "n"(Bytes),
+               "r"(valid ? Bytes : 0)
+               : "memory");
+}
+// One group per commit: the copies issued since the last one.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // This thread's copies have landed (other threads' need a barrier after their own wait).
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+// All but the Pending most recent of this thread's groups have landed.
+template <int Pending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
+}
 
 // Four 8x8 bf16 matrices; lane i gives the row address of matrix i/8, row i%8, and receives in
 // r[j] the elements (i/4, 2(i%4) .. +1) of matrix j (of its transpose with _trans).
