@@ -1,9 +1,10 @@
+#include "backend/cuda/expert_gemm.h"
+
 #include <cuda_bf16.h>
 
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/expert_gemm.h"
 #include "backend/cuda/expert_tiles.cuh"
 #include "backend/cuda/expert_wgmma.h"
 #include "backend/cuda/launch.cuh"
@@ -237,7 +238,7 @@ __global__ void __launch_bounds__(Tiling<F>::threads) expert_gemm_kernel(ExpertP
   }
   for (int stage = 0; stage < stages; ++stage) {
     cp_async_wait<T::stages - 2>();  // this thread's copies of `stage` have landed ...
-    __syncthreads();             // ... everyone's, and every warp is done with the buffer refilled below
+    __syncthreads();                 // ... everyone's, and every warp is done with the buffer refilled below
     const int next = stage + T::stages - 1;
     if (next < stages) load_stage(next % T::stages, next);
     cp_async_commit();

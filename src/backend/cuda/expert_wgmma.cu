@@ -1,8 +1,9 @@
+#include "backend/cuda/expert_wgmma.h"
+
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/expert_tiles.cuh"
-#include "backend/cuda/expert_wgmma.h"
 #include "backend/cuda/formats.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_rows.cuh"
