@@ -257,10 +257,6 @@ __device__ __forceinline__ uint32_t order_key(float v) {
   return b ^ (b >> 31 ? 0xFFFFFFFFu : 0x80000000u);
 }
 
-// Each winners array is padded to whole 16-byte groups: ptxas merges the ranking loop's unrolled
-// tail into one wide shared load, which must stay inside the allocation (compute-sanitizer).
-__host__ __device__ constexpr int64_t winner_stride(int64_t k) { return (k + 3) / 4 * 4; }
-
 // Scores of -inf (nothing) are never picked.
 __device__ __forceinline__ bool pickable(float v) { return v != -INFINITY; }
 
@@ -284,38 +280,99 @@ struct Candidates {
   __device__ int32_t index(int64_t c) const { return indices[c]; }
 };
 
+// Sorts n (order key, index) pairs in shared memory best first (the larger key, then the lower
+// index) with a bitonic network whose merges all run one way (each begins by comparing mirrored
+// positions of its span): positions past n then act as worst entries that never move, so any n
+// sorts in place. O(n log² n) compares over ~log² n / 2 block-wide steps.
+__device__ __forceinline__ void sort_winners(uint32_t* key, int32_t* index, int n) {
+  auto order = [&](int lo, int hi) {  // lo < hi: the better of the two to lo
+    const uint32_t kl = key[lo], kh = key[hi];
+    const int32_t il = index[lo], ih = index[hi];
+    if (kh > kl || (kh == kl && ih < il)) {
+      key[lo] = kh, key[hi] = kl;
+      index[lo] = ih, index[hi] = il;
+    }
+  };
+  for (int size = 2; size / 2 < n; size *= 2) {
+    const int half = size / 2, pairs = (n + size - 1) / size * half;
+    for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+      const int first = p / half * size, offset = p % half;
+      if (first + size - 1 - offset < n) order(first + offset, first + size - 1 - offset);
+    }
+    __syncthreads();
+    for (int stride = half / 2; stride > 0; stride /= 2) {
+      for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+        const int lo = p / stride * 2 * stride + p % stride;
+        if (lo + stride < n) order(lo, lo + stride);
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// Scores a thread holds in registers through a select: a row of up to kSelectThreads · kHeldKeys
+// scores (every single-stage row and every part) is read from memory once, not once a pass.
+constexpr int kHeldKeys = 16;
+
 // One block: the top k of src's `count` entries, ranked (score descending, ties to the lower
 // position) into o (their indices; -1 past the pickable ones) and, when o_score is set, their
 // scores (-inf past them). The k-th largest key by radix select (a shared histogram per 8 bits,
-// most significant first), then one ordered pass collecting every score above it and the first
-// ties at it (lower position first), then the winners placed by rank. O(count) work; the result
-// equals k argmax rounds with ties to the lower position. Where scores tie, positions are in
-// index order for both sources, so ties also go to the lower index.
-template <class Source>
-__device__ void select_top(const Source& src, int64_t count, int64_t k, int32_t* o, float* o_score) {
+// most significant first, ending early once the bin that holds it is taken whole), then one
+// ordered pass collecting every key above it and the first ties at it (lower position first),
+// then the winners sorted. O(count + k log² k) work; the result equals k argmax rounds with ties
+// to the lower position. Where scores tie, positions are in index order for both sources, so
+// ties also go to the lower index. Held: the scores sit in registers (count ≤ kSelectThreads ·
+// kHeldKeys), else each pass reads them again.
+template <bool Held, class Source>
+__device__ void select_top_in(const Source& src, int64_t count, int64_t k, int32_t* o, float* o_score) {
   using Scan = cub::BlockScan<int, kSelectThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ int hist[kBins];
   __shared__ uint32_t shared_prefix;
   __shared__ int shared_need, shared_take, shared_above;
-  extern __shared__ __align__(16) uint32_t winners[];  // order keys, then indices: winner_stride(k) each
+  __shared__ bool shared_whole;
+  extern __shared__ __align__(16) uint32_t winners[];  // order keys, then indices: k each
   uint32_t* win_key = winners;
-  int32_t* win_index = reinterpret_cast<int32_t*>(winners + winner_stride(k));
+  int32_t* win_index = reinterpret_cast<int32_t*>(winners + k);
 
-  // need: how many of the keys matching `prefix` on the bits seen so far are still to be taken
+  float held[Held ? kHeldKeys : 1];
+  if constexpr (Held) {
+#pragma unroll
+    for (int i = 0; i < kHeldKeys; ++i) {
+      const int64_t c = int64_t(i) * blockDim.x + threadIdx.x;
+      held[i] = c < count ? src.score(c) : -INFINITY;
+    }
+  }
+  // f(c, score) for each of this thread's positions in order (-inf past count); whole warps and
+  // the whole block take each step together (the warp match and the block-wide counts need it).
+  auto each_key = [&](auto&& f) {
+    if constexpr (Held) {
+#pragma unroll
+      for (int i = 0; i < kHeldKeys; ++i) {
+        const int64_t base = int64_t(i) * blockDim.x;
+        if (base >= count) break;
+        f(base + threadIdx.x, held[i]);
+      }
+    } else {
+      for (int64_t base = 0; base < count; base += blockDim.x) {
+        const int64_t c = base + threadIdx.x;
+        f(c, c < count ? src.score(c) : -INFINITY);
+      }
+    }
+  };
+
+  // need: how many of the keys matching `prefix` on the bits of `mask` are still to be taken
   uint32_t prefix = 0, mask = 0;
   int need = 0, take = 0;
   for (int shift = 32 - kRadixBits; shift >= 0; shift -= kRadixBits) {
     for (int b = threadIdx.x; b < kBins; b += blockDim.x) hist[b] = 0;
     __syncthreads();
-    for (int64_t base = 0; base < count; base += blockDim.x) {  // whole warps: equal bins add once per warp
-      const int64_t c = base + threadIdx.x;
-      const float v = c < count ? src.score(c) : -INFINITY;
+    each_key([&](int64_t, float v) {  // equal bins of a warp add once
       const uint32_t key = order_key(v);
       const int bin = pickable(v) && (key & mask) == prefix ? int((key >> shift) & (kBins - 1)) : -1;
       const unsigned peers = __match_any_sync(0xFFFFFFFFu, bin);
       if (bin >= 0 && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
-    }
+    });
     __syncthreads();
     if (threadIdx.x < 32) {  // warp 0 finds the bin holding the need-th largest: lane l owns bins from the top
       const int lane = threadIdx.x, per = kBins / 32, top = kBins - 1 - lane * per;
@@ -341,6 +398,7 @@ __device__ void select_top(const Source& src, int64_t count, int64_t k, int32_t*
         }
         shared_prefix = prefix | (uint32_t(bin) << shift);
         shared_need = need - acc;
+        shared_whole = hist[bin] == need - acc;  // every key of the bin wins: its lower bits do not matter
       }
       if (lane == 0) shared_take = take;
     }
@@ -350,20 +408,21 @@ __device__ void select_top(const Source& src, int64_t count, int64_t k, int32_t*
     prefix = shared_prefix;
     need = shared_need;
     mask |= uint32_t(kBins - 1) << shift;
-    __syncthreads();  // shared_prefix and shared_need are rewritten next pass
+    const bool whole = shared_whole;
+    __syncthreads();  // the shared values are rewritten next pass
+    if (whole) break;
   }
 
   if (take > 0) {
-    // prefix: the k-th largest key; every key above it wins, and the first `need` keys equal to it
+    // prefix: the k-th largest key on the bits of mask; every key above it wins, and the first
+    // `need` keys equal to it
     if (threadIdx.x == 0) shared_above = 0;
     __syncthreads();
     const int ties_at = take - need;  // ties fill win[ties_at, take)
     int ties = 0;
-    for (int64_t base = 0; base < count; base += blockDim.x) {
-      const int64_t c = base + threadIdx.x;
-      const float v = c < count ? src.score(c) : -INFINITY;
+    each_key([&](int64_t c, float v) {
       const uint32_t key = order_key(v);
-      const bool ok = pickable(v), above = ok && key > prefix, equal = ok && key == prefix;
+      const bool ok = pickable(v), above = ok && (key & mask) > prefix, equal = ok && (key & mask) == prefix;
       if (above) {
         const int slot = atomicAdd(&shared_above, 1);
         win_key[slot] = key;
@@ -380,21 +439,24 @@ __device__ void select_top(const Source& src, int64_t count, int64_t k, int32_t*
         ties += equals;
         __syncthreads();  // scan storage is reused
       }
-    }
+    });
     __syncthreads();
+    sort_winners(win_key, win_index, take);
     for (int i = threadIdx.x; i < take; i += blockDim.x) {
-      const uint32_t key = win_key[i];
-      const int32_t index = win_index[i];
-      int rank = 0;
-      for (int j = 0; j < take; ++j) rank += win_key[j] > key || (win_key[j] == key && win_index[j] < index);
-      o[rank] = index;
-      if (o_score) o_score[rank] = key_score(key);
+      o[i] = win_index[i];
+      if (o_score) o_score[i] = key_score(win_key[i]);
     }
   }
   for (int64_t j = take + threadIdx.x; j < k; j += blockDim.x) {
     o[j] = -1;
     if (o_score) o_score[j] = -INFINITY;
   }
+}
+
+template <class Source>
+__device__ void select_top(const Source& src, int64_t count, int64_t k, int32_t* o, float* o_score) {
+  if (count <= int64_t(kHeldKeys) * blockDim.x) select_top_in<true>(src, count, k, o, o_score);
+  else select_top_in<false>(src, count, k, o, o_score);
 }
 
 // Rows of many keys (long contexts) select in two stages: block (row, part) ranks the top k of
@@ -512,7 +574,7 @@ int64_t indexer_topk_scratch_floats(int64_t n, int64_t capacity, int64_t k) {
 void paged_indexer_topk(const float* q, const float* weights, PagedView keys, RowFormat format, int64_t n, StepView at,
                         int64_t heads, int64_t d, int64_t k, int64_t ratio, float weight_scale, bool bf16_inputs,
                         float* scratch, int64_t capacity, int32_t* out, cudaStream_t stream) {
-  const size_t winners = size_t(winner_stride(k)) * 2 * sizeof(uint32_t);
+  const size_t winners = size_t(k) * 2 * sizeof(uint32_t);
   if (winners > 48 * 1024) runtime_error("cuda indexer: top-", k, " is above ", 48 * 1024 / 8);
   if (n == 0 || k == 0) return;
   const TopkScratch t(scratch, n, capacity, k);
