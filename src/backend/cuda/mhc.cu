@@ -1,5 +1,7 @@
 #include "backend/cuda/mhc.h"
 
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/launch.cuh"
@@ -16,10 +18,11 @@ constexpr int kThreads = 256;
 // order by the finishing kernels, the same order whatever the batch.
 // 256 values: one per thread, and 64 blocks for a V4-Flash row (32 blocks of 512 took 7 µs).
 constexpr int64_t kSliceLength = 256;
-// Output columns per block of the finishing kernels: for few rows a row spreads over several
-// blocks (each redoing the row's coefficients), from kWholeRowsFrom rows on one block a row.
-constexpr int64_t kDimPerBlock = 1024;
-constexpr int64_t kWholeRowsFrom = 256;
+// The finishing kernels spread their rows over about kFinishBlocks blocks (each redoing its row's
+// coefficients) in multiples of kColumnStep columns, one block a row once there are that many rows:
+// a decode step's row over 16 blocks of 256 columns, each thread's loads one round trip.
+constexpr int64_t kFinishBlocks = 128;
+constexpr int64_t kColumnStep = 256;
 constexpr int64_t kMaxSlices = 128;  // hc·dim up to 32768
 
 __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -205,6 +208,7 @@ __device__ void gather_mixes(const float* partial, int64_t r, int64_t slices, in
                              float* mixes) {
   __shared__ float staged[kMaxSlices * kSums];
   __shared__ float sums[kSums];
+#pragma unroll 8  // the loads in flight together: one round trip, not one an iteration
   for (int64_t i = threadIdx.x; i < slices * kSums; i += blockDim.x) staged[i] = partial[r * slices * kSums + i];
   __syncthreads();
   if (threadIdx.x < kSums) {
@@ -218,10 +222,13 @@ __device__ void gather_mixes(const float* partial, int64_t r, int64_t slices, in
   __syncthreads();
 }
 
-// x[r, k] = Σ_i pre[i]·h[r, i, k] over this block's columns
-__device__ void mix_streams(const float* v, const float* pre, int hc, int64_t dim, int64_t columns, float* x) {
+// x[r, k] = Σ_i pre[i]·h[r, i, k] over this block's columns, by `threads` threads (this one is
+// `thread` among them)
+__device__ void mix_streams(const float* __restrict__ v, const float* pre, int hc, int64_t dim, int64_t columns,
+                            int thread, int threads, float* __restrict__ x) {
   const int64_t begin = int64_t(blockIdx.y) * columns, end = min(begin + columns, dim);
-  for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
+#pragma unroll 2
+  for (int64_t k = begin + thread; k < end; k += threads) {
     float s = 0;
     for (int i = 0; i < hc; ++i) s += pre[i] * v[i * dim + k];
     x[k] = s;
@@ -230,6 +237,8 @@ __device__ void mix_streams(const float* v, const float* pre, int hc, int64_t di
 
 // grid (rows, column blocks): every block derives the row's pre/post/comb (a few hundred flops,
 // the Sinkhorn matrix spread over a warp's lanes), the first column block writes post and comb.
+// Only x needs pre alone: the other warps mix the streams while warp 0 runs the Sinkhorn
+// iterations (~2 µs of dependent shuffles and divisions, before the mix when both waited on them).
 template <int HC>
 __global__ void __launch_bounds__(kThreads)
     hc_pre_finish_kernel(const float* h, const float* partial, int64_t slices, const float* base, const float* scale,
@@ -241,15 +250,19 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int mix = (2 + HC) * HC;
   const int64_t r = blockIdx.x, flat = HC * p.dim;
   gather_mixes(partial, r, slices, mix, flat, p.norm_eps, mixes);
-  if (threadIdx.x < 32) {
+  if (threadIdx.x < HC) {
+    pre[threadIdx.x] = sigmoid(mixes[threadIdx.x] * scale[0] + base[threadIdx.x]) + p.hc_eps;
+    if (blockIdx.y == 0)
+      post[r * HC + threadIdx.x] = 2 * sigmoid(mixes[HC + threadIdx.x] * scale[1] + base[HC + threadIdx.x]);
+  }
+  __syncthreads();
+  if (threadIdx.x >= 32) {
+    mix_streams(h + r * flat, pre, HC, p.dim, columns, threadIdx.x - 32, blockDim.x - 32, x + r * p.dim);
+  } else {
     // Warp 0 holds the HC×HC matrix, one element per lane; row and column sums read the other
     // lanes' elements in index order, so every value rounds as in a sequential loop (the CPU's).
     // One thread doing all of it took ~28 µs: 20 iterations of dependent divisions.
     const int lane = threadIdx.x, l = min(lane, HC * HC - 1), i = l / HC, j = l % HC;
-    if (lane < HC) {
-      pre[lane] = sigmoid(mixes[lane] * scale[0] + base[lane]) + p.hc_eps;
-      if (blockIdx.y == 0) post[r * HC + lane] = 2 * sigmoid(mixes[HC + lane] * scale[1] + base[HC + lane]);
-    }
     auto row_sum = [&](float v) {
       float s = 0;
 #pragma unroll
@@ -274,8 +287,6 @@ __global__ void __launch_bounds__(kThreads)
     }
     if (blockIdx.y == 0 && lane < HC * HC) comb[r * HC * HC + l] = c;
   }
-  __syncthreads();
-  mix_streams(h + r * flat, pre, HC, p.dim, columns, x + r * p.dim);
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -290,7 +301,7 @@ __global__ void __launch_bounds__(kThreads)
   gather_mixes(partial, r, slices, hc, flat, p.norm_eps, mixes);
   if (threadIdx.x < hc) pre[threadIdx.x] = sigmoid(mixes[threadIdx.x] * scale[0] + base[threadIdx.x]) + p.hc_eps;
   __syncthreads();
-  mix_streams(h + r * flat, pre, hc, p.dim, columns, x + r * p.dim);
+  mix_streams(h + r * flat, pre, hc, p.dim, columns, threadIdx.x, blockDim.x, x + r * p.dim);
 }
 
 // One thread per (row, column): reads the column's hc stream values and y once and writes its hc
@@ -374,7 +385,11 @@ void launch_mix(const float* h, const float* fn, int64_t n, int mix, const HcPar
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
-int64_t finish_columns(int64_t n, const HcParams& p) { return n >= kWholeRowsFrom ? p.dim : kDimPerBlock; }
+int64_t finish_columns(int64_t n, const HcParams& p) {
+  const int64_t blocks_per_row = (kFinishBlocks + n - 1) / n;
+  const int64_t columns = (p.dim + blocks_per_row - 1) / blocks_per_row;
+  return std::min(p.dim, (columns + kColumnStep - 1) / kColumnStep * kColumnStep);
+}
 dim3 finish_grid(int64_t n, const HcParams& p) {
   return dim3(unsigned(n), unsigned((p.dim + finish_columns(n, p) - 1) / finish_columns(n, p)));
 }
