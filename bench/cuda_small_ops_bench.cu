@@ -95,21 +95,21 @@ int run() {
     TETRA_CUDA_CHECK(cudaMemcpy(pos.get(), positions.data(), pos.bytes(), cudaMemcpyHostToDevice));
     const double f = 4;  // bytes per float
 
-    report("mhc pre (Sinkhorn 20)", n, us_per_launch(stream, [&] {
-             hc_pre(h.get<float>(), fn.get<float>(), base.get<float>(), scale.get<float>(), n, hc, scratch.get<float>(),
-                    x.get<float>(), post.get<float>(), comb.get<float>(), s);
+    report("mhc pre + norm (Sinkhorn 20)", n, us_per_launch(stream, [&] {
+             hc_pre(h.get<float>(), fn.get<float>(), base.get<float>(), scale.get<float>(), norm_weight.get<float>(), n,
+                    hc, scratch.get<float>(), x.get<float>(), post.get<float>(), comb.get<float>(), s);
            }),
-           f * double(n * kFlat + kMix * kFlat + n * (kDim + kHc + kHc * kHc)), copy);
+           f * double(n * kFlat + kMix * kFlat + kDim + n * (kDim + kHc + kHc * kHc)), copy);
     report("mhc post", n, us_per_launch(stream, [&] {
              hc_post(h.get<float>(), y.get<float>(), post.get<float>(), comb.get<float>(), n, kHc, kDim, out.get<float>(),
                      s);
            }),
            f * double(2 * n * kFlat + n * kDim + n * (kHc + kHc * kHc)), copy);
-    report("mhc head", n, us_per_launch(stream, [&] {
-             hc_head(h.get<float>(), fn.get<float>(), base.get<float>(), scale.get<float>(), n, hc, scratch.get<float>(),
-                     x.get<float>(), s);
+    report("mhc head + norm", n, us_per_launch(stream, [&] {
+             hc_head(h.get<float>(), fn.get<float>(), base.get<float>(), scale.get<float>(), norm_weight.get<float>(), n,
+                     hc, scratch.get<float>(), x.get<float>(), s);
            }),
-           f * double(n * kFlat + kHc * kFlat + n * kDim), copy);
+           f * double(n * kFlat + kHc * kFlat + kDim + n * kDim), copy);
     // rms_norm (with its weight): the layer input (dim), the q latent (q_lora), each query head
     // and the kv head (512)
     struct Norm {

@@ -72,9 +72,10 @@ def main():
             positions = torch.arange(4096, 4096 + n, device=device)
             post, comb, _ = hc(h)
             ops = {
-                "mhc pre (Sinkhorn 20)": lambda: hc(h),
+                # the mixed row into the sub-block's RMSNorm, as tetra's hc_pre returns it
+                "mhc pre + norm (Sinkhorn 20)": lambda: norms["rms_norm dim 4096"](hc(h)[2]),
                 "mhc post": lambda: post.unsqueeze(-1) * y.unsqueeze(-2) + torch.matmul(comb, h),
-                "mhc head": lambda: head(h),
+                "mhc head + norm": lambda: norms["rms_norm dim 4096"](head(h)),
                 "rms_norm dim 4096": lambda: norms["rms_norm dim 4096"](q.view(n, -1)[:, :DIM]),
                 "rms_norm q_lora 1024": lambda: norms["rms_norm q_lora 1024"](q.view(n, -1)[:, :Q_LORA]),
                 "rms_norm 64 heads x 512": lambda: norms["rms_norm 64 heads x 512"](q),

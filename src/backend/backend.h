@@ -58,7 +58,7 @@ class DeviceGraph {
 };
 
 struct MixWeights {  // the outputs of mHC pre
-  Tensor x;     // [n, dim]   sub-block input Σ pre[i]·h[i]
+  Tensor x;     // [n, dim]   sub-block input: rms_norm(Σ pre[i]·h[i]) with the sub-block's norm
   Tensor post;  // [n, hc]
   Tensor comb;  // [n, hc, hc]
 };
@@ -125,11 +125,13 @@ class Backend {
   virtual std::vector<Tensor> linears(const Tensor& x, const std::vector<const Tensor*>& ws, RowRuns runs = {});
 
   // ---- mHC
+  // The mixed streams come out RMS-normalized with `norm` (c.norm_eps), as the sub-block (and the
+  // head) take them: one op so that a backend can normalize the row it has just mixed.
   virtual MixWeights hc_pre(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
-                            const ModelConfig& c) = 0;
+                            const Tensor& norm, const ModelConfig& c) = 0;
   virtual Tensor hc_post(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb) = 0;
   virtual Tensor hc_head(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
-                         const ModelConfig& c) = 0;
+                         const Tensor& norm, const ModelConfig& c) = 0;
 
   // ---- MoE
   // tid2eid (hash layers) or bias (optional, score layers) select; ids are the token ids.

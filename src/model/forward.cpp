@@ -280,14 +280,13 @@ Model::StepOutput Model::forward(const Batch& batch, LogitRows logit_rows) {
 
 Tensor Model::head_logits(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
                           const Tensor& norm, RowRuns runs) {
-  const Tensor x = be_.rms_norm(be_.hc_head(h, fn, base, scale, config_), &norm, config_.dim, config_.norm_eps);
-  return be_.linear(x, head_, runs);
+  return be_.linear(be_.hc_head(h, fn, base, scale, norm, config_), head_, runs);
 }
 
 Tensor Model::block_forward(const Block& b, int64_t layer, Tensor h, const Batch& batch) {
-  MixWeights m = be_.hc_pre(h, b.hc_attn_fn, b.hc_attn_base, b.hc_attn_scale, config_);
+  MixWeights m = be_.hc_pre(h, b.hc_attn_fn, b.hc_attn_base, b.hc_attn_scale, b.attn_norm, config_);
   h = be_.hc_post(h, attention(b, layer, m.x, batch), m.post, m.comb);
-  m = be_.hc_pre(h, b.hc_ffn_fn, b.hc_ffn_base, b.hc_ffn_scale, config_);
+  m = be_.hc_pre(h, b.hc_ffn_fn, b.hc_ffn_base, b.hc_ffn_scale, b.ffn_norm, config_);
   return be_.hc_post(h, moe(b, m.x, batch), m.post, m.comb);
 }
 
@@ -309,11 +308,10 @@ void project(Backend& be, const Tensor& x, const std::vector<Projection>& projec
 
 }  // namespace
 
-Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const Batch& batch) {
+Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Batch& batch) {
   const ModelConfig& c = config_;
   const int64_t hd = c.head_dim;
   const Tensor& inv_freq = b.ratio > 0 ? inv_freq_compressed_ : inv_freq_main_;
-  const Tensor x = be_.rms_norm(x_in, &b.attn_norm, c.dim, c.norm_eps);
   // x's projections: q's and kv's, the compressors' (compressed layers), the indexer's head
   // weights (CSA); then qr's: q's heads and the indexer's queries.
   struct CompressorInputs {
@@ -380,9 +378,8 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x_in, const
   return be_.linear(be_.grouped_linear(o, b.wo_a, c.o_groups, batch.runs), b.wo_b, batch.runs);
 }
 
-Tensor Model::moe(const Block& b, const Tensor& x_in, const Batch& batch) {
+Tensor Model::moe(const Block& b, const Tensor& x, const Batch& batch) {
   const ModelConfig& c = config_;
-  const Tensor x = be_.rms_norm(x_in, &b.ffn_norm, c.dim, c.norm_eps);
   const Routing r = be_.route(be_.linear(x, b.gate, batch.runs), b.gate_bias.empty() ? nullptr : &b.gate_bias,
                               b.hash ? &b.tid2eid : nullptr, batch.ids, c);
   Tensor y = be_.experts(x, r, b.w1, b.w2, b.w3, c.swiglu_limit, batch.runs);

@@ -555,13 +555,13 @@ TEST_F(CudaOps, HyperConnections) {
   for (int64_t dim : {64, 300, 2500}) {  // 2500: several ragged column blocks and mix slices
     c.dim = dim;
     const int64_t hc = c.hc_mult, flat = hc * dim, mix = (2 + hc) * hc;
-    for (int64_t n : {1, 5, 300}) {  // 300: the finishing kernels' one-block-a-row path
+    for (int64_t n : {1, 5, 300}) {  // 300: the finishing kernels' 256-thread blocks
       const auto h = random_values(size_t(n * flat), rng), fn = random_values(size_t(mix * flat), rng, 0.05f);
       const auto base = random_values(size_t(mix), rng), scale = random_values(3, rng);
-      const auto y = random_values(size_t(n * dim), rng);
+      const auto y = random_values(size_t(n * dim), rng), norm = random_values(size_t(dim), rng);
       auto pre = [&](Backend& b) {
         const MixWeights m = b.hc_pre(b.upload(h, {n, flat}), b.upload(fn, {mix, flat}), b.upload(base, {mix}),
-                                      b.upload(scale, {3}), c);
+                                      b.upload(scale, {3}), b.upload(norm, {dim}), c);
         const Tensor out = b.hc_post(b.upload(h, {n, flat}), b.upload(y, {n, dim}), m.post, m.comb);
         return std::vector<std::vector<float>>{b.download(m.x), b.download(m.post), b.download(m.comb), b.download(out)};
       };
@@ -571,14 +571,16 @@ TEST_F(CudaOps, HyperConnections) {
       auto head = [&](Backend& b) {
         return b.download(b.hc_head(b.upload(h, {n, flat}), b.upload(std::vector<float>(fn.begin(), fn.begin() + hc * flat), {hc, flat}),
                                     b.upload(std::vector<float>(base.begin(), base.begin() + hc), {hc}),
-                                    b.upload(std::vector<float>(scale.begin(), scale.begin() + 1), {1}), c));
+                                    b.upload(std::vector<float>(scale.begin(), scale.begin() + 1), {1}),
+                                    b.upload(norm, {dim}), c));
       };
       EXPECT_LT(relative_difference(head(*be->gpu), head(*be->cpu)), kF32Tolerance) << "hc_head dim " << dim;
       if (n > 1) {  // a row's results do not depend on how many rows share the launch: bit for bit
         Backend& g = *be->gpu;
         auto first_row = [&](int64_t rows) {
           const MixWeights m = g.hc_pre(g.upload(std::vector<float>(h.begin(), h.begin() + rows * flat), {rows, flat}),
-                                        g.upload(fn, {mix, flat}), g.upload(base, {mix}), g.upload(scale, {3}), c);
+                                        g.upload(fn, {mix, flat}), g.upload(base, {mix}), g.upload(scale, {3}),
+                                        g.upload(norm, {dim}), c);
           std::vector<float> x = g.download(m.x), comb = g.download(m.comb);
           std::vector<float> post = g.download(
               g.hc_post(g.upload(std::vector<float>(h.begin(), h.begin() + rows * flat), {rows, flat}),

@@ -166,7 +166,7 @@ class CpuBackend final : public Backend {
     return out;
   }
 
-  MixWeights hc_pre(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
+  MixWeights hc_pre(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
                     const ModelConfig& c) override {
     const int64_t n = h.rows(), hc = c.hc_mult, d = c.dim, flat = hc * d, mix = (2 + hc) * hc;
     MixWeights m{make({n, d}, ElemType::f32), make({n, hc}, ElemType::f32), make({n, hc, hc}, ElemType::f32)};
@@ -213,6 +213,7 @@ class CpuBackend final : public Backend {
         pre[k] = s;
       }
     }
+    m.x = rms_norm(m.x, &norm, d, c.norm_eps);
     return m;
   }
 
@@ -231,7 +232,7 @@ class CpuBackend final : public Backend {
     return out;
   }
 
-  Tensor hc_head(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
+  Tensor hc_head(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
                  const ModelConfig& c) override {
     const int64_t n = h.rows(), hc = c.hc_mult, d = c.dim, flat = hc * d;
     Tensor out = make({n, d}, ElemType::f32);
@@ -249,7 +250,7 @@ class CpuBackend final : public Backend {
         out.data<float>()[r * d + k] = s;
       }
     }
-    return out;
+    return rms_norm(out, &norm, d, c.norm_eps);
   }
 
   Routing route(const Tensor& logits, const Tensor* bias, const Tensor* tid2eid, const Tensor& ids,

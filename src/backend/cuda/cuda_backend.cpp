@@ -349,14 +349,15 @@ class CudaBackend final : public Backend {
   }
 
   // ---- mHC
-  MixWeights hc_pre(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
+  MixWeights hc_pre(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
                     const ModelConfig& c) override {
     const int64_t n = h.rows();
     MixWeights m{make({n, c.dim}, ElemType::f32), make({n, c.hc_mult}, ElemType::f32),
                  make({n, c.hc_mult, c.hc_mult}, ElemType::f32)};
     const Tensor scratch = make({cuda::hc_scratch_floats(n, hc_params(c))}, ElemType::f32);
-    cuda::hc_pre(h.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(), n, hc_params(c),
-                 scratch.data<float>(), m.x.data<float>(), m.post.data<float>(), m.comb.data<float>(), stream());
+    cuda::hc_pre(h.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(), norm.data<float>(), n,
+                 hc_params(c), scratch.data<float>(), m.x.data<float>(), m.post.data<float>(), m.comb.data<float>(),
+                 stream());
     return m;
   }
   Tensor hc_post(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb) override {
@@ -365,12 +366,12 @@ class CudaBackend final : public Backend {
                   out.data<float>(), stream());
     return out;
   }
-  Tensor hc_head(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
+  Tensor hc_head(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
                  const ModelConfig& c) override {
     Tensor out = make({h.rows(), c.dim}, ElemType::f32);
     const Tensor scratch = make({cuda::hc_scratch_floats(h.rows(), hc_params(c))}, ElemType::f32);
-    cuda::hc_head(h.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(), h.rows(), hc_params(c),
-                  scratch.data<float>(), out.data<float>(), stream());
+    cuda::hc_head(h.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(), norm.data<float>(),
+                  h.rows(), hc_params(c), scratch.data<float>(), out.data<float>(), stream());
     return out;
   }
 

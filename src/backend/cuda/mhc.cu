@@ -1,7 +1,5 @@
 #include "backend/cuda/mhc.h"
 
-#include <algorithm>
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/launch.cuh"
@@ -18,11 +16,13 @@ constexpr int kThreads = 256;
 // order by the finishing kernels, the same order whatever the batch.
 // 256 values: one per thread, and 64 blocks for a V4-Flash row (32 blocks of 512 took 7 µs).
 constexpr int64_t kSliceLength = 256;
-// The finishing kernels spread their rows over about kFinishBlocks blocks (each redoing its row's
-// coefficients) in multiples of kColumnStep columns, one block a row once there are that many rows:
-// a decode step's row over 16 blocks of 256 columns, each thread's loads one round trip.
-constexpr int64_t kFinishBlocks = 128;
-constexpr int64_t kColumnStep = 256;
+// The finishing kernels take a block per row, the row's x staged in shared memory for its RMS
+// norm (rows of at most kMaxStagedDim): 1024 threads for a decode step's few rows (each thread's
+// loads one round trip), 256 from kFewRowsFrom rows on. The norm's sum of squares runs on the
+// first kNormLanes threads whatever the block's size, so a row's x does not depend on its step.
+constexpr int kFinishThreads = 256, kFewRowsThreads = 1024, kNormLanes = 256;
+constexpr int64_t kFewRowsFrom = 64;
+constexpr int64_t kMaxStagedDim = 48 * 1024 / int64_t(sizeof(float));
 constexpr int64_t kMaxSlices = 128;  // hc·dim up to 32768
 
 __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -222,42 +222,59 @@ __device__ void gather_mixes(const float* partial, int64_t r, int64_t slices, in
   __syncthreads();
 }
 
-// x[r, k] = Σ_i pre[i]·h[r, i, k] over this block's columns, by `threads` threads (this one is
+// staged[k] = Σ_i pre[i]·h[r, i, k] for the row's columns, by `threads` threads (this one is
 // `thread` among them)
-__device__ void mix_streams(const float* __restrict__ v, const float* pre, int hc, int64_t dim, int64_t columns,
-                            int thread, int threads, float* __restrict__ x) {
-  const int64_t begin = int64_t(blockIdx.y) * columns, end = min(begin + columns, dim);
-#pragma unroll 2
-  for (int64_t k = begin + thread; k < end; k += threads) {
+__device__ void mix_streams(const float* v, const float* pre, int hc, int64_t dim, int thread, int threads,
+                            float* staged) {
+#pragma unroll 4
+  for (int64_t k = thread; k < dim; k += threads) {
     float s = 0;
     for (int i = 0; i < hc; ++i) s += pre[i] * v[i * dim + k];
-    x[k] = s;
+    staged[k] = s;
   }
 }
 
-// grid (rows, column blocks): every block derives the row's pre/post/comb (a few hundred flops,
-// the Sinkhorn matrix spread over a warp's lanes), the first column block writes post and comb.
-// Only x needs pre alone: the other warps mix the streams while warp 0 runs the Sinkhorn
-// iterations (~2 µs of dependent shuffles and divisions, before the mix when both waited on them).
+// x = staged · rsqrt(mean(staged²) + eps) · weight, rms_norm's formula; staged is the whole row.
+__device__ void store_normalized(const float* staged, const float* weight, int64_t dim, float eps, float* x) {
+  __shared__ float warp_sums[kNormLanes / 32];
+  __syncthreads();  // staged is complete
+  if (threadIdx.x < kNormLanes) {
+    float s = 0;
+    for (int64_t k = threadIdx.x; k < dim; k += kNormLanes) s = fmaf(staged[k], staged[k], s);
+    s = warp_sum(s);
+    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = s;
+  }
+  __syncthreads();
+  float total = 0;
+#pragma unroll
+  for (int w = 0; w < kNormLanes / 32; ++w) total += warp_sums[w];
+  const float r = 1.0f / sqrtf(total / float(dim) + eps);
+  for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) x[k] = staged[k] * r * weight[k];
+}
+
+// A block per row derives the row's pre/post/comb (a few hundred flops, the Sinkhorn matrix spread
+// over a warp's lanes) and x, RMS-normalized with `norm`. Only x needs pre alone: the other warps
+// mix the streams while warp 0 runs the Sinkhorn iterations (~2 µs of dependent shuffles and
+// divisions). Dynamic shared memory: the row's dim floats.
 template <int HC>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kFewRowsThreads)
     hc_pre_finish_kernel(const float* h, const float* partial, int64_t slices, const float* base, const float* scale,
-                         HcParams p, int64_t columns, float* x, float* post, float* comb) {
+                         const float* norm, HcParams p, float* x, float* post, float* comb) {
   wait_for_inputs();
   allow_next_kernel();
   __shared__ float mixes[kMaxMix];
   __shared__ float pre[HC];
+  extern __shared__ float staged[];
   constexpr int mix = (2 + HC) * HC;
   const int64_t r = blockIdx.x, flat = HC * p.dim;
   gather_mixes(partial, r, slices, mix, flat, p.norm_eps, mixes);
   if (threadIdx.x < HC) {
     pre[threadIdx.x] = sigmoid(mixes[threadIdx.x] * scale[0] + base[threadIdx.x]) + p.hc_eps;
-    if (blockIdx.y == 0)
-      post[r * HC + threadIdx.x] = 2 * sigmoid(mixes[HC + threadIdx.x] * scale[1] + base[HC + threadIdx.x]);
+    post[r * HC + threadIdx.x] = 2 * sigmoid(mixes[HC + threadIdx.x] * scale[1] + base[HC + threadIdx.x]);
   }
   __syncthreads();
   if (threadIdx.x >= 32) {
-    mix_streams(h + r * flat, pre, HC, p.dim, columns, threadIdx.x - 32, blockDim.x - 32, x + r * p.dim);
+    mix_streams(h + r * flat, pre, HC, p.dim, threadIdx.x - 32, blockDim.x - 32, staged);
   } else {
     // Warp 0 holds the HC×HC matrix, one element per lane; row and column sums read the other
     // lanes' elements in index order, so every value rounds as in a sequential loop (the CPU's).
@@ -285,23 +302,27 @@ __global__ void __launch_bounds__(kThreads)
       if (it > 0) c /= row_sum(c) + p.hc_eps;
       c /= column_sum(c) + p.hc_eps;
     }
-    if (blockIdx.y == 0 && lane < HC * HC) comb[r * HC * HC + l] = c;
+    if (lane < HC * HC) comb[r * HC * HC + l] = c;
   }
+  store_normalized(staged, norm, p.dim, p.norm_eps, x + r * p.dim);
 }
 
-__global__ void __launch_bounds__(kThreads)
+// The head's mix of row r (pre weights only), RMS-normalized with `norm`, as hc_pre_finish_kernel.
+__global__ void __launch_bounds__(kFewRowsThreads)
     hc_head_finish_kernel(const float* h, const float* partial, int64_t slices, const float* base, const float* scale,
-                          HcParams p, int64_t columns, float* x) {
+                          const float* norm, HcParams p, float* x) {
   wait_for_inputs();
   allow_next_kernel();
   __shared__ float mixes[kMaxMix];
   __shared__ float pre[kMaxHc];
+  extern __shared__ float staged[];
   const int hc = int(p.hc);
   const int64_t r = blockIdx.x, flat = p.hc * p.dim;
   gather_mixes(partial, r, slices, hc, flat, p.norm_eps, mixes);
   if (threadIdx.x < hc) pre[threadIdx.x] = sigmoid(mixes[threadIdx.x] * scale[0] + base[threadIdx.x]) + p.hc_eps;
   __syncthreads();
-  mix_streams(h + r * flat, pre, hc, p.dim, columns, threadIdx.x, blockDim.x, x + r * p.dim);
+  mix_streams(h + r * flat, pre, hc, p.dim, threadIdx.x, blockDim.x, staged);
+  store_normalized(staged, norm, p.dim, p.norm_eps, x + r * p.dim);
 }
 
 // One thread per (row, column): reads the column's hc stream values and y once and writes its hc
@@ -362,6 +383,7 @@ void check_hc(const HcParams& p) {
   if (p.hc < 1 || p.hc > kMaxHc) runtime_error("cuda mHC: hc_mult ", p.hc, " is not supported (at most ", kMaxHc, ")");
   if (slice_count(p) > kMaxSlices)
     runtime_error("cuda mHC: hc_mult·dim ", p.hc * p.dim, " is above ", kMaxSlices * kSliceLength);
+  if (p.dim > kMaxStagedDim) runtime_error("cuda mHC: dim ", p.dim, " is above ", kMaxStagedDim);
 }
 
 // The mix pass over n rows: Rows per block once there are enough rows to share the fn loads, the
@@ -385,27 +407,21 @@ void launch_mix(const float* h, const float* fn, int64_t n, int mix, const HcPar
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
-int64_t finish_columns(int64_t n, const HcParams& p) {
-  const int64_t blocks_per_row = (kFinishBlocks + n - 1) / n;
-  const int64_t columns = (p.dim + blocks_per_row - 1) / blocks_per_row;
-  return std::min(p.dim, (columns + kColumnStep - 1) / kColumnStep * kColumnStep);
-}
-dim3 finish_grid(int64_t n, const HcParams& p) {
-  return dim3(unsigned(n), unsigned((p.dim + finish_columns(n, p) - 1) / finish_columns(n, p)));
-}
+unsigned finish_threads(int64_t n) { return n < kFewRowsFrom ? kFewRowsThreads : kFinishThreads; }
+size_t staged_bytes(const HcParams& p) { return size_t(p.dim) * sizeof(float); }
 
 }  // namespace
 
 int64_t hc_scratch_floats(int64_t n, const HcParams& p) { return n * slice_count(p) * kSums; }
 
-void hc_pre(const float* h, const float* fn, const float* base, const float* scale, int64_t n, const HcParams& p,
-            float* scratch, float* x, float* post, float* comb, cudaStream_t stream) {
+void hc_pre(const float* h, const float* fn, const float* base, const float* scale, const float* norm, int64_t n,
+            const HcParams& p, float* scratch, float* x, float* post, float* comb, cudaStream_t stream) {
   check_hc(p);
   if (n == 0) return;
   launch_mix(h, fn, n, int((2 + p.hc) * p.hc), p, scratch, stream);
   auto finish = [&](auto kernel) {
-    launch_early(kernel, dim3(finish_grid(n, p)), dim3(kThreads), 0, stream, h, scratch, slice_count(p), base, scale, p,
-                 finish_columns(n, p), x, post, comb);
+    launch_early(kernel, dim3(unsigned(n)), dim3(finish_threads(n)), staged_bytes(p), stream, h, scratch,
+                 slice_count(p), base, scale, norm, p, x, post, comb);
   };
   switch (p.hc) {
     case 1: finish(hc_pre_finish_kernel<1>); break;
@@ -438,13 +454,13 @@ void hc_post(const float* h, const float* y, const float* post, const float* com
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
-void hc_head(const float* h, const float* fn, const float* base, const float* scale, int64_t n, const HcParams& p,
-             float* scratch, float* x, cudaStream_t stream) {
+void hc_head(const float* h, const float* fn, const float* base, const float* scale, const float* norm, int64_t n,
+             const HcParams& p, float* scratch, float* x, cudaStream_t stream) {
   check_hc(p);
   if (n == 0) return;
   launch_mix(h, fn, n, int(p.hc), p, scratch, stream);
-  launch_early(hc_head_finish_kernel, dim3(finish_grid(n, p)), dim3(kThreads), 0, stream, h, scratch, slice_count(p),
-               base, scale, p, finish_columns(n, p), x);
+  launch_early(hc_head_finish_kernel, dim3(unsigned(n)), dim3(finish_threads(n)), staged_bytes(p), stream, h, scratch,
+               slice_count(p), base, scale, norm, p, x);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

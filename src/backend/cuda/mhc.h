@@ -16,15 +16,15 @@ struct HcParams {
 
 // Floats of device scratch hc_pre and hc_head need for n rows (partial sums of the mix pass).
 int64_t hc_scratch_floats(int64_t n, const HcParams& p);
-// h [n, hc·dim], fn [(2+hc)·hc, hc·dim], base [(2+hc)·hc], scale [3] → x [n, dim], post [n, hc],
-// comb [n, hc, hc].
-void hc_pre(const float* h, const float* fn, const float* base, const float* scale, int64_t n, const HcParams& p,
-            float* scratch, float* x, float* post, float* comb, cudaStream_t stream);
+// h [n, hc·dim], fn [(2+hc)·hc, hc·dim], base [(2+hc)·hc], scale [3], norm [dim] → x [n, dim]
+// (RMS-normalized with norm and norm_eps), post [n, hc], comb [n, hc, hc].
+void hc_pre(const float* h, const float* fn, const float* base, const float* scale, const float* norm, int64_t n,
+            const HcParams& p, float* scratch, float* x, float* post, float* comb, cudaStream_t stream);
 // out[r, j] = post[r, j]·y[r] + Σ_i comb[r, i, j]·h[r, i]
 void hc_post(const float* h, const float* y, const float* post, const float* comb, int64_t n, int64_t hc, int64_t dim,
              float* out, cudaStream_t stream);
-// fn [hc, hc·dim], base [hc], scale [1] → x [n, dim]
-void hc_head(const float* h, const float* fn, const float* base, const float* scale, int64_t n, const HcParams& p,
-             float* scratch, float* x, cudaStream_t stream);
+// fn [hc, hc·dim], base [hc], scale [1], norm [dim] → x [n, dim] (RMS-normalized with norm)
+void hc_head(const float* h, const float* fn, const float* base, const float* scale, const float* norm, int64_t n,
+             const HcParams& p, float* scratch, float* x, cudaStream_t stream);
 
 }  // namespace tetra::cuda
