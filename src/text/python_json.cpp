@@ -94,7 +94,7 @@ std::string python_float_repr(double value) {
   if (decimal_point > 16 || decimal_point <= -4) {
     out += digits.substr(0, 1);
     if (digits.size() > 1) out += "." + digits.substr(1);
-    char exp[8];
+    char exp[16];  // "e", the sign and up to 10 digits: room for any int
     std::snprintf(exp, sizeof exp, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
     out += exp;
   } else if (decimal_point <= 0) {
