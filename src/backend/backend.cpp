@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include <utility>
+
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #ifdef TETRA_WITH_CUDA
@@ -55,6 +57,14 @@ Tensor Backend::rms_norm_rope(const Tensor& x, const Tensor* weight, int64_t hea
   return y;
 }
 
+std::vector<Tensor> Backend::rms_norm_ropes(const std::vector<NormRopeInput>& inputs, int64_t head_dim, double eps,
+                                            const Tensor& positions, const Tensor& inv_freq) {
+  std::vector<Tensor> out;
+  out.reserve(inputs.size());
+  for (const NormRopeInput& in : inputs) out.push_back(rms_norm_rope(*in.x, in.weight, head_dim, eps, positions, inv_freq));
+  return out;
+}
+
 Tensor Backend::gated_linear(const Tensor& x, const Tensor& w1, const Tensor& w3, double limit, RowRuns runs) {
   const std::vector<Tensor> p = linears(x, {&w1, &w3}, runs);  // a backend may share work on x
   return swiglu(p[0], p[1], limit);
@@ -65,6 +75,14 @@ std::vector<Tensor> Backend::linears(const Tensor& x, const std::vector<const Te
   out.reserve(ws.size());
   for (const Tensor* w : ws) out.push_back(linear(x, *w, runs));
   return out;
+}
+
+Streams Backend::hc_post_pre(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb,
+                             const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
+                             const ModelConfig& c) {
+  Tensor updated = hc_post(h, y, post, comb);
+  MixWeights mix = hc_pre(updated, fn, base, scale, norm, c);
+  return {std::move(updated), std::move(mix)};
 }
 
 void Backend::copy_into(const Tensor& dst, const Tensor& src) {

@@ -63,6 +63,11 @@ struct MixWeights {  // the outputs of mHC pre
   Tensor comb;  // [n, hc, hc]
 };
 
+struct Streams {  // the residual streams entering a sub-block, with its mHC pre mix of them
+  Tensor h;       // [n, hc·dim]
+  MixWeights mix;
+};
+
 struct Routing {
   Tensor weights;  // [n, k] f32
   Tensor experts;  // [n, k] i32
@@ -114,6 +119,15 @@ class Backend {
   // one pass. The default composes the two.
   virtual Tensor rms_norm_rope(const Tensor& x, const Tensor* weight, int64_t head_dim, double eps,
                                const Tensor& positions, const Tensor& inv_freq);
+  // rms_norm_rope of each (x, weight) pair, all at the same rows and positions: one op so that a
+  // backend can run them in one launch (an attention layer's query and key). The default runs
+  // them one by one.
+  struct NormRopeInput {
+    const Tensor* x;
+    const Tensor* weight;  // may be null
+  };
+  virtual std::vector<Tensor> rms_norm_ropes(const std::vector<NormRopeInput>& inputs, int64_t head_dim, double eps,
+                                             const Tensor& positions, const Tensor& inv_freq);
   virtual Tensor add(const Tensor& a, const Tensor& b) = 0;
   virtual Tensor swiglu(const Tensor& gate, const Tensor& up, double limit) = 0;
   // swiglu(x·w1ᵀ, x·w3ᵀ, limit): one op so that a backend can do it in one pass. The default
@@ -130,6 +144,11 @@ class Backend {
   virtual MixWeights hc_pre(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
                             const Tensor& norm, const ModelConfig& c) = 0;
   virtual Tensor hc_post(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb) = 0;
+  // hc_post's update, then the next sub-block's hc_pre of the updated streams: one op so that a
+  // backend can mix the rows as it updates them. The default runs the two.
+  virtual Streams hc_post_pre(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb,
+                              const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
+                              const ModelConfig& c);
   virtual Tensor hc_head(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
                          const Tensor& norm, const ModelConfig& c) = 0;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 #include "model/rope.h"
@@ -266,7 +267,12 @@ Model::StepOutput Model::forward(const Batch& batch, LogitRows logit_rows) {
   const ModelConfig& c = config_;
   // h: hc_mult copies of the embedding per token
   Tensor h = be_.embed(be_.embed(embed_, batch.ids), batch.copies).view({batch.rows, c.hc_mult * c.dim});
-  for (int64_t i = 0; i < c.n_layers; ++i) h = block_forward(*blocks_[size_t(i)], i, h, batch);
+  if (c.n_layers > 0) {
+    Streams s = entering(*blocks_[0], std::move(h));
+    for (int64_t i = 0; i < c.n_layers; ++i)
+      s = block_forward(*blocks_[size_t(i)], i, s, i + 1 < c.n_layers ? blocks_[size_t(i + 1)].get() : nullptr, batch);
+    h = std::move(s.h);
+  }
   if (logit_rows == LogitRows::every_token || batch.rows == int64_t(batch.runs.size()))
     return {head_logits(h, hc_head_fn_, hc_head_base_, hc_head_scale_, norm_, batch.runs), h};
   // Each sequence's last row alone through the head (a row's logits do not depend on its neighbours).
@@ -283,11 +289,18 @@ Tensor Model::head_logits(const Tensor& h, const Tensor& fn, const Tensor& base,
   return be_.linear(be_.hc_head(h, fn, base, scale, norm, config_), head_, runs);
 }
 
-Tensor Model::block_forward(const Block& b, int64_t layer, Tensor h, const Batch& batch) {
-  MixWeights m = be_.hc_pre(h, b.hc_attn_fn, b.hc_attn_base, b.hc_attn_scale, b.attn_norm, config_);
-  h = be_.hc_post(h, attention(b, layer, m.x, batch), m.post, m.comb);
-  m = be_.hc_pre(h, b.hc_ffn_fn, b.hc_ffn_base, b.hc_ffn_scale, b.ffn_norm, config_);
-  return be_.hc_post(h, moe(b, m.x, batch), m.post, m.comb);
+Streams Model::entering(const Block& b, Tensor h) {
+  MixWeights mix = be_.hc_pre(h, b.hc_attn_fn, b.hc_attn_base, b.hc_attn_scale, b.attn_norm, config_);
+  return {std::move(h), std::move(mix)};
+}
+
+Streams Model::block_forward(const Block& b, int64_t layer, const Streams& s, const Block* next, const Batch& batch) {
+  const Streams f = be_.hc_post_pre(s.h, attention(b, layer, s.mix.x, batch), s.mix.post, s.mix.comb, b.hc_ffn_fn,
+                                    b.hc_ffn_base, b.hc_ffn_scale, b.ffn_norm, config_);
+  const Tensor y = moe(b, f.mix.x, batch);
+  if (!next) return {be_.hc_post(f.h, y, f.mix.post, f.mix.comb), {}};
+  return be_.hc_post_pre(f.h, y, f.mix.post, f.mix.comb, next->hc_attn_fn, next->hc_attn_base, next->hc_attn_scale,
+                         next->attn_norm, config_);
 }
 
 namespace {
@@ -330,8 +343,9 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
   std::vector<Projection> from_qr{{&b.wq_b, &q_b}};
   if (b.ratio == 4) from_qr.push_back({&b.index_wq_b, &index_q});
   project(be_, qr, from_qr, batch.runs);
-  Tensor q = be_.rms_norm_rope(q_b, nullptr, hd, c.norm_eps, batch.at.position, inv_freq);
-  Tensor kv = be_.rms_norm_rope(kv_a, &b.kv_norm, hd, c.norm_eps, batch.at.position, inv_freq);
+  std::vector<Tensor> q_kv =
+      be_.rms_norm_ropes({{&q_b, nullptr}, {&kv_a, &b.kv_norm}}, hd, c.norm_eps, batch.at.position, inv_freq);
+  Tensor q = std::move(q_kv[0]), kv = std::move(q_kv[1]);
   // Every use, the producing step's included, sees the values as the cache stores them.
   const Tensor kv_stored = be_.encode_kv(kv, caches_.kv, c.rope_dim);
   auto paged = [&](StreamKind kind) { return cache_->rows(cache_->layout().stream(layer, kind)); };
@@ -407,7 +421,8 @@ Tensor Model::mtp_logits(int64_t k, const std::vector<SequenceState*>& sequences
   for (const int64_t n : batch.runs) hc_runs.push_back(n * c.hc_mult);
   const Tensor hn = be_.rms_norm(hidden.view({batch.rows * c.hc_mult, c.dim}), &m.hnorm, c.dim, c.norm_eps);
   Tensor h = be_.add(be_.embed(e, batch.copies), be_.linear(hn, m.h_proj, hc_runs)).view({batch.rows, c.hc_mult * c.dim});
-  h = block_forward(*blocks_[size_t(layer)], layer, h, batch);
+  const Block& b = *blocks_[size_t(layer)];
+  h = block_forward(b, layer, entering(b, std::move(h)), nullptr, batch).h;
   return head_logits(h, m.hc_fn, m.hc_base, m.hc_scale, m.norm, batch.runs);
 }
 

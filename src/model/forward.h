@@ -68,7 +68,11 @@ class Model {
   struct DecodeGraph;
   StepOutput forward(const Batch& batch, LogitRows logit_rows);
   StepOutput decode_with_graph(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens);
-  Tensor block_forward(const Block& b, int64_t layer, Tensor h, const Batch& batch);
+  // The streams h entering block b, with b's attention pre mix of them.
+  Streams entering(const Block& b, Tensor h);
+  // Block b from streams s: the streams after it, with next's attention pre mix of them when next
+  // is set (every post update runs with the pre mix that follows it, one backend op).
+  Streams block_forward(const Block& b, int64_t layer, const Streams& s, const Block* next, const Batch& batch);
   Tensor attention(const Block& b, int64_t layer, const Tensor& x, const Batch& batch);
   Tensor moe(const Block& b, const Tensor& x, const Batch& batch);
   Tensor head_logits(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,

@@ -536,6 +536,19 @@ TEST_F(CudaOps, NormRopeAndElementwise) {
         const auto got = fused(*be->gpu);
         EXPECT_LT(relative_difference(got, two_ops(*be->cpu)), kF32Tolerance) << "rms_norm_rope head_dim " << head_dim;
         EXPECT_EQ(got, two_ops(*be->gpu)) << "rms_norm_rope head_dim " << head_dim << ": fused and two ops differ";
+        // the query's heads (no weight) and a one-head key (weighted) in one op: each as rms_norm_rope
+        // gives it, bit for bit (one launch where the fused kernel applies)
+        const auto key = random_values(size_t(rows * head_dim), rng, 3.0f);
+        auto pair = [&](Backend& b, bool together) {
+          const Tensor q = b.upload(x, {rows, heads * head_dim}), k = b.upload(key, {rows, head_dim});
+          const Tensor w = b.upload(wt, {head_dim}), p = b.upload_i32(pos, {rows}), f = b.upload(freq, {half});
+          const std::vector<Tensor> out =
+              together ? b.rms_norm_ropes({{&q, nullptr}, {&k, &w}}, head_dim, 1e-6, p, f)
+                       : std::vector<Tensor>{b.rms_norm_rope(q, nullptr, head_dim, 1e-6, p, f),
+                                             b.rms_norm_rope(k, &w, head_dim, 1e-6, p, f)};
+          return std::vector<std::vector<float>>{b.download(out[0]), b.download(out[1])};
+        };
+        EXPECT_EQ(pair(*be->gpu, true), pair(*be->gpu, false)) << "rms_norm_ropes head_dim " << head_dim;
       }
   const auto a = random_values(1000, rng, 4.0f), c = random_values(1000, rng, 4.0f);
   auto add = [&](Backend& b) { return b.download(b.add(b.upload(a, {10, 100}), b.upload(c, {10, 100}))); };
@@ -568,6 +581,28 @@ TEST_F(CudaOps, HyperConnections) {
       const auto want = pre(*be->cpu), got = pre(*be->gpu);
       for (size_t i = 0; i < want.size(); ++i)
         EXPECT_LT(relative_difference(got[i], want[i]), kF32Tolerance) << "hc_pre/post output " << i << " dim " << dim;
+      // the post update fused with the next pre mix: as the two ops run one after the other,
+      // bit for bit on the GPU (the fused mix pass below 64 rows), and near the CPU
+      auto post_pre = [&](Backend& b, bool fused) {
+        const MixWeights m = b.hc_pre(b.upload(h, {n, flat}), b.upload(fn, {mix, flat}), b.upload(base, {mix}),
+                                      b.upload(scale, {3}), b.upload(norm, {dim}), c);
+        const Tensor next_fn = b.upload(std::vector<float>(fn.rbegin(), fn.rend()), {mix, flat});
+        Streams s;
+        if (fused) {
+          s = b.hc_post_pre(b.upload(h, {n, flat}), b.upload(y, {n, dim}), m.post, m.comb, next_fn, b.upload(base, {mix}),
+                            b.upload(scale, {3}), b.upload(norm, {dim}), c);
+        } else {
+          s.h = b.hc_post(b.upload(h, {n, flat}), b.upload(y, {n, dim}), m.post, m.comb);
+          s.mix = b.hc_pre(s.h, next_fn, b.upload(base, {mix}), b.upload(scale, {3}), b.upload(norm, {dim}), c);
+        }
+        return std::vector<std::vector<float>>{b.download(s.h), b.download(s.mix.x), b.download(s.mix.post),
+                                               b.download(s.mix.comb)};
+      };
+      const auto fused = post_pre(*be->gpu, true);
+      EXPECT_EQ(fused, post_pre(*be->gpu, false)) << "hc_post_pre against hc_post, hc_pre: " << n << " rows, dim " << dim;
+      const auto fused_cpu = post_pre(*be->cpu, true);
+      for (size_t i = 0; i < fused.size(); ++i)
+        EXPECT_LT(relative_difference(fused[i], fused_cpu[i]), kF32Tolerance) << "hc_post_pre output " << i << " dim " << dim;
       auto head = [&](Backend& b) {
         return b.download(b.hc_head(b.upload(h, {n, flat}), b.upload(std::vector<float>(fn.begin(), fn.begin() + hc * flat), {hc, flat}),
                                     b.upload(std::vector<float>(base.begin(), base.begin() + hc), {hc}),

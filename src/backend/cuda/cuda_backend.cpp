@@ -335,6 +335,23 @@ class CudaBackend final : public Backend {
       return out;
     return Backend::rms_norm_rope(x, weight, head_dim, eps, positions, inv_freq);  // shapes the fused kernel does not take
   }
+  std::vector<Tensor> rms_norm_ropes(const std::vector<NormRopeInput>& inputs, int64_t head_dim, double eps,
+                                     const Tensor& positions, const Tensor& inv_freq) override {
+    std::vector<Tensor> out;
+    std::vector<cuda::NormRopePart> parts;
+    for (const NormRopeInput& in : inputs) {
+      const Tensor& x = *in.x;
+      expect(x.row_numel() % head_dim == 0, "rms_norm_ropes", "a row is not a whole number of heads");
+      expect(x.rows() == positions.numel(), "rms_norm_ropes", "one position per row is needed");
+      out.push_back(make(x.shape(), ElemType::f32));
+      parts.push_back({x.data<float>(), in.weight ? in.weight->data<float>() : nullptr, x.row_numel() / head_dim,
+                       out.back().data<float>()});
+    }
+    if (cuda::rms_norm_ropes(parts.data(), int(parts.size()), positions.numel(), head_dim, float(eps),
+                             positions.data<int32_t>(), inv_freq.data<float>(), inv_freq.numel(), stream()))
+      return out;
+    return Backend::rms_norm_ropes(inputs, head_dim, eps, positions, inv_freq);  // more parts, or other shapes
+  }
   Tensor add(const Tensor& a, const Tensor& b) override {
     expect(a.numel() == b.numel(), "add", "sizes differ");
     Tensor out = make(a.shape(), ElemType::f32);
@@ -359,6 +376,20 @@ class CudaBackend final : public Backend {
                  hc_params(c), scratch.data<float>(), m.x.data<float>(), m.post.data<float>(), m.comb.data<float>(),
                  stream());
     return m;
+  }
+  Streams hc_post_pre(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb, const Tensor& fn,
+                      const Tensor& base, const Tensor& scale, const Tensor& norm, const ModelConfig& c) override {
+    const int64_t n = h.rows();
+    expect(post.dim(1) == c.hc_mult && y.dim(1) == c.dim, "hc_post_pre", "post or y does not match the config");
+    Streams s{make(h.shape(), ElemType::f32),
+              {make({n, c.dim}, ElemType::f32), make({n, c.hc_mult}, ElemType::f32),
+               make({n, c.hc_mult, c.hc_mult}, ElemType::f32)}};
+    const Tensor scratch = make({cuda::hc_scratch_floats(n, hc_params(c))}, ElemType::f32);
+    cuda::hc_post_pre(h.data<float>(), y.data<float>(), post.data<float>(), comb.data<float>(), fn.data<float>(),
+                      base.data<float>(), scale.data<float>(), norm.data<float>(), n, hc_params(c),
+                      scratch.data<float>(), s.h.data<float>(), s.mix.x.data<float>(), s.mix.post.data<float>(),
+                      s.mix.comb.data<float>(), stream());
+    return s;
   }
   Tensor hc_post(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb) override {
     Tensor out = make(h.shape(), ElemType::f32);

@@ -1,5 +1,7 @@
 #include "backend/cuda/mhc.h"
 
+#include <type_traits>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/launch.cuh"
@@ -41,11 +43,35 @@ __device__ __forceinline__ float butterfly_sum(float (&v)[32]) {
   }
 }
 
+// Where the mix pass reads value i of row r: the streams as they are ...
+struct StoredStreams {
+  const float* h;
+  int64_t flat;
+  __device__ float operator()(int64_t r, int64_t i) const { return h[r * flat + i]; }
+};
+// ... or the previous sub-block's post update of them, computed (as hc_post_kernel does, the same
+// roundings) and written to out on the way.
+template <int HC>
+struct UpdatedStreams {
+  const float *h, *y, *post, *comb;
+  int64_t dim;
+  float* out;
+  __device__ float operator()(int64_t r, int64_t i) const {
+    const int64_t j = i / dim, d = i % dim;
+    float s = post[r * HC + j] * y[r * dim + d];
+#pragma unroll
+    for (int k = 0; k < HC; ++k) s += comb[(r * HC + k) * HC + j] * h[(r * HC + k) * dim + d];
+    out[r * HC * dim + i] = s;
+    return s;
+  }
+};
+
 // partial[r][slice][k] = Σ over the slice of fn[k]·v (k < mix), and of v² at k = kMaxMix, for
-// Rows rows per block (the rows share each fn load; a row's sums do not depend on its neighbours).
-template <int Rows>
+// Rows rows per block (the rows share each fn load; a row's sums do not depend on its neighbours),
+// v = streams(r, i) read once.
+template <int Rows, class Streams>
 __global__ void __launch_bounds__(kThreads)
-    hc_mix_kernel(const float* h, const float* fn, int64_t n, int mix, int64_t flat, float* partial) {
+    hc_mix_kernel(Streams streams, const float* fn, int64_t n, int mix, int64_t flat, float* partial) {
   wait_for_inputs();
   allow_next_kernel();
   __shared__ float warp_sums[kThreads / 32][Rows][kSums];
@@ -56,7 +82,7 @@ __global__ void __launch_bounds__(kThreads)
     float x[Rows];
 #pragma unroll
     for (int j = 0; j < Rows; ++j) {
-      x[j] = r0 + j < n ? h[(r0 + j) * flat + i] : 0.0f;
+      x[j] = r0 + j < n ? streams(r0 + j, i) : 0.0f;
       dots[j][kMaxMix] = fmaf(x[j], x[j], dots[j][kMaxMix]);
     }
 #pragma unroll
@@ -390,6 +416,16 @@ void check_hc(const HcParams& p) {
 // tiled kernel (same sums, bit for bit) from kTileFrom rows when the rows are float4-aligned. On
 // the H200 the tiled kernel took 1.41 ms at 8192 rows (4.48 before) but 36.6 µs at 32 (26.0).
 constexpr int64_t kTileFrom = 64;
+template <class Streams>
+void launch_small_mix(const Streams& streams, const float* fn, int64_t n, int mix, int64_t flat, unsigned slices,
+                      float* partial, cudaStream_t stream) {
+  if (n < 4)
+    launch_early(hc_mix_kernel<1, Streams>, dim3(unsigned(n), slices), dim3(kThreads), 0, stream, streams, fn, n, mix,
+                 flat, partial);
+  else
+    launch_early(hc_mix_kernel<4, Streams>, dim3(unsigned((n + 3) / 4), slices), dim3(kThreads), 0, stream, streams, fn,
+                 n, mix, flat, partial);
+}
 void launch_mix(const float* h, const float* fn, int64_t n, int mix, const HcParams& p, float* partial,
                 cudaStream_t stream) {
   const int64_t flat = p.hc * p.dim;
@@ -399,16 +435,34 @@ void launch_mix(const float* h, const float* fn, int64_t n, int mix, const HcPar
     launch_early(hc_mix_tile_kernel, dim3(unsigned((n + kTileRows - 1) / kTileRows), slices), dim3(kTileWarps * 32),
                  sizeof(float) * size_t(kTileRows * kTilePitch + mix * kSliceLength), stream, h, fn, n, mix, flat,
                  partial);
-  else if (n < 4)
-    launch_early(hc_mix_kernel<1>, dim3(unsigned(n), slices), dim3(kThreads), 0, stream, h, fn, n, mix, flat, partial);
   else
-    launch_early(hc_mix_kernel<4>, dim3(unsigned((n + 3) / 4), slices), dim3(kThreads), 0, stream, h, fn, n, mix, flat,
-                 partial);
+    launch_small_mix(StoredStreams{h, flat}, fn, n, mix, flat, slices, partial, stream);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
 unsigned finish_threads(int64_t n) { return n < kFewRowsFrom ? kFewRowsThreads : kFinishThreads; }
 size_t staged_bytes(const HcParams& p) { return size_t(p.dim) * sizeof(float); }
+
+// fn(std::integral_constant<int, hc>) for hc_mult 1 .. kMaxHc
+template <class Fn>
+void with_hc(int64_t hc, Fn&& fn) {
+  switch (hc) {
+    case 1: fn(std::integral_constant<int, 1>{}); break;
+    case 2: fn(std::integral_constant<int, 2>{}); break;
+    case 3: fn(std::integral_constant<int, 3>{}); break;
+    default: fn(std::integral_constant<int, 4>{}); break;
+  }
+}
+
+// The finishing kernel of hc_pre over the mix pass's partial sums in scratch.
+void launch_pre_finish(const float* h, const float* scratch, const float* base, const float* scale, const float* norm,
+                       int64_t n, const HcParams& p, float* x, float* post, float* comb, cudaStream_t stream) {
+  with_hc(p.hc, [&](auto hc) {
+    launch_early(hc_pre_finish_kernel<decltype(hc)::value>, dim3(unsigned(n)), dim3(finish_threads(n)),
+                 staged_bytes(p), stream, h, scratch, slice_count(p), base, scale, norm, p, x, post, comb);
+  });
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
 
 }  // namespace
 
@@ -419,17 +473,25 @@ void hc_pre(const float* h, const float* fn, const float* base, const float* sca
   check_hc(p);
   if (n == 0) return;
   launch_mix(h, fn, n, int((2 + p.hc) * p.hc), p, scratch, stream);
-  auto finish = [&](auto kernel) {
-    launch_early(kernel, dim3(unsigned(n)), dim3(finish_threads(n)), staged_bytes(p), stream, h, scratch,
-                 slice_count(p), base, scale, norm, p, x, post, comb);
-  };
-  switch (p.hc) {
-    case 1: finish(hc_pre_finish_kernel<1>); break;
-    case 2: finish(hc_pre_finish_kernel<2>); break;
-    case 3: finish(hc_pre_finish_kernel<3>); break;
-    default: finish(hc_pre_finish_kernel<4>); break;
+  launch_pre_finish(h, scratch, base, scale, norm, n, p, x, post, comb, stream);
+}
+
+void hc_post_pre(const float* h, const float* y, const float* post, const float* comb, const float* fn,
+                 const float* base, const float* scale, const float* norm, int64_t n, const HcParams& p,
+                 float* scratch, float* out, float* x, float* next_post, float* next_comb, cudaStream_t stream) {
+  check_hc(p);
+  if (n == 0) return;
+  if (n >= kTileFrom) {  // the tiled mix pass reads rows it did not compute
+    hc_post(h, y, post, comb, n, p.hc, p.dim, out, stream);
+    hc_pre(out, fn, base, scale, norm, n, p, scratch, x, next_post, next_comb, stream);
+    return;
   }
+  with_hc(p.hc, [&](auto hc) {
+    launch_small_mix(UpdatedStreams<decltype(hc)::value>{h, y, post, comb, p.dim, out}, fn, n, int((2 + p.hc) * p.hc),
+                     p.hc * p.dim, unsigned(slice_count(p)), scratch, stream);
+  });
   TETRA_CUDA_CHECK(cudaGetLastError());
+  launch_pre_finish(out, scratch, base, scale, norm, n, p, x, next_post, next_comb, stream);
 }
 
 void hc_post(const float* h, const float* y, const float* post, const float* comb, int64_t n, int64_t hc, int64_t dim,

@@ -20,6 +20,12 @@ int64_t hc_scratch_floats(int64_t n, const HcParams& p);
 // (RMS-normalized with norm and norm_eps), post [n, hc], comb [n, hc, hc].
 void hc_pre(const float* h, const float* fn, const float* base, const float* scale, const float* norm, int64_t n,
             const HcParams& p, float* scratch, float* x, float* post, float* comb, cudaStream_t stream);
+// hc_post of h into out, then hc_pre of out with the next sub-block's fn, base, scale and norm
+// (into x, next_post, next_comb). Below 64 rows the mix pass computes the update itself and
+// writes it as it reads it (one launch, the same values bit for bit).
+void hc_post_pre(const float* h, const float* y, const float* post, const float* comb, const float* fn,
+                 const float* base, const float* scale, const float* norm, int64_t n, const HcParams& p,
+                 float* scratch, float* out, float* x, float* next_post, float* next_comb, cudaStream_t stream);
 // out[r, j] = post[r, j]·y[r] + Σ_i comb[r, i, j]·h[r, i]
 void hc_post(const float* h, const float* y, const float* post, const float* comb, int64_t n, int64_t hc, int64_t dim,
              float* out, cudaStream_t stream);

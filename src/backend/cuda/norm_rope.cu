@@ -56,15 +56,33 @@ __device__ __forceinline__ void scale_and_store(Vec a, int i, int64_t run, int64
   out[i] = a;
 }
 
+// The tensors one warp-kernel launch normalizes, their runs one after another: part p's runs
+// end before run end[p]; rope.heads is each part's own (its runs a row).
+struct WarpRuns {
+  const float* x[kMaxNormParts];
+  const float* weight[kMaxNormParts];
+  float* y[kMaxNormParts];
+  int64_t heads[kMaxNormParts];
+  int64_t end[kMaxNormParts];
+  int parts = 0;
+};
+
 template <typename Vec, bool Rope>
 __global__ void __launch_bounds__(kWarpRunsPerBlock * 32)
-    rms_norm_warp_kernel(const float* x, const float* weight, int64_t runs, int64_t group, float eps, RopeArgs rope,
-                         float* y) {
+    rms_norm_warp_kernel(WarpRuns runs, int64_t group, float eps, RopeArgs rope) {
   wait_for_inputs();
   allow_next_kernel();
   constexpr int kLanes = sizeof(Vec) / sizeof(float), kPerLane = int(kWarpRunMax) / 32 / kLanes;
-  const int64_t run = int64_t(blockIdx.x) * kWarpRunsPerBlock + threadIdx.x / 32;
-  if (run >= runs) return;
+  int64_t run = int64_t(blockIdx.x) * kWarpRunsPerBlock + threadIdx.x / 32;
+  // the part by constant indices (an indexed kernel parameter is copied to local memory first)
+  static_assert(kMaxNormParts == 2, "a run's part is the first or the second");
+  if (run >= (runs.parts > 1 ? runs.end[1] : runs.end[0])) return;
+  const bool second = run >= runs.end[0];
+  if (second) run -= runs.end[0];
+  const float* x = second ? runs.x[1] : runs.x[0];
+  const float* weight = second ? runs.weight[1] : runs.weight[0];
+  float* y = second ? runs.y[1] : runs.y[0];
+  rope.heads = second ? runs.heads[1] : runs.heads[0];
   const int lane = int(threadIdx.x & 31), vecs = int(group / kLanes);
   const Vec* v = reinterpret_cast<const Vec*>(x + run * group);
   Vec a[kPerLane];
@@ -110,15 +128,25 @@ __global__ void __launch_bounds__(kNormThreads)
     scale_and_store<Vec, Rope>(v[i], i, run, group, r, weight, rope, reinterpret_cast<Vec*>(y + run * group));
 }
 
+// Runs of up to kWarpRunMax values of every part in one launch of the warp kernel.
+template <typename Vec, bool Rope>
+void launch_warp_runs(const WarpRuns& runs, int64_t group, float eps, const RopeArgs& rope, cudaStream_t stream) {
+  const int64_t total = runs.end[runs.parts - 1];
+  launch_early(rms_norm_warp_kernel<Vec, Rope>, dim3(unsigned((total + kWarpRunsPerBlock - 1) / kWarpRunsPerBlock)),
+               dim3(kWarpRunsPerBlock * 32), 0, stream, runs, group, eps, rope);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
 template <typename Vec, bool Rope>
 void launch_rms_norm(const float* x, const float* weight, int64_t runs, int64_t group, float eps, const RopeArgs& rope,
                      float* y, cudaStream_t stream) {
-  if (group <= kWarpRunMax)
-    launch_early(rms_norm_warp_kernel<Vec, Rope>, dim3(unsigned((runs + kWarpRunsPerBlock - 1) / kWarpRunsPerBlock)),
-                 dim3(kWarpRunsPerBlock * 32), 0, stream, x, weight, runs, group, eps, rope, y);
-  else
-    launch_early(rms_norm_block_kernel<Vec, Rope>, dim3(unsigned(runs)), dim3(kNormThreads), 0, stream, x, weight,
-                 group, eps, rope, y);
+  if (group <= kWarpRunMax) {
+    WarpRuns one;
+    one.x[0] = x, one.weight[0] = weight, one.y[0] = y, one.heads[0] = rope.heads, one.end[0] = runs, one.parts = 1;
+    return launch_warp_runs<Vec, Rope>(one, group, eps, rope, stream);
+  }
+  launch_early(rms_norm_block_kernel<Vec, Rope>, dim3(unsigned(runs)), dim3(kNormThreads), 0, stream, x, weight, group,
+               eps, rope, y);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -148,15 +176,35 @@ void rms_norm(const float* x, const float* weight, int64_t runs, int64_t group, 
     launch_rms_norm<float, false>(x, weight, runs, group, eps, {}, y, stream);
 }
 
+// The fused kernel's shapes: whole float4 vectors, and the rotated pairs starting at one.
+bool fused_norm_rope_fits(const float* x, const float* weight, const float* y, int64_t head_dim, int64_t half) {
+  return head_dim % 4 == 0 && 2 * half <= head_dim && (head_dim - 2 * half) % 4 == 0 && aligned16(x) && aligned16(y) &&
+         (!weight || aligned16(weight));
+}
+
 bool rms_norm_rope(const float* x, const float* weight, int64_t rows, int64_t heads, int64_t head_dim, float eps,
                    const int32_t* positions, const float* inv_freq, int64_t half, float* y, cudaStream_t stream) {
-  // whole float4 vectors, and the rotated pairs starting at one
-  if (head_dim % 4 != 0 || 2 * half > head_dim || (head_dim - 2 * half) % 4 != 0 || !aligned16(x) || !aligned16(y) ||
-      (weight && !aligned16(weight)))
-    return false;
+  if (!fused_norm_rope_fits(x, weight, y, head_dim, half)) return false;
   if (rows * heads == 0) return true;
   launch_rms_norm<float4, true>(x, weight, rows * heads, head_dim, eps, RopeArgs{positions, inv_freq, heads, half}, y,
                                 stream);
+  return true;
+}
+
+bool rms_norm_ropes(const NormRopePart* parts, int count, int64_t rows, int64_t head_dim, float eps,
+                    const int32_t* positions, const float* inv_freq, int64_t half, cudaStream_t stream) {
+  if (count < 1 || count > kMaxNormParts || head_dim > kWarpRunMax) return false;
+  WarpRuns runs;
+  int64_t end = 0;
+  for (int p = 0; p < count; ++p) {
+    const NormRopePart& a = parts[p];
+    if (!fused_norm_rope_fits(a.x, a.weight, a.y, head_dim, half)) return false;
+    runs.x[p] = a.x, runs.weight[p] = a.weight, runs.y[p] = a.y, runs.heads[p] = a.heads;
+    runs.end[p] = end += rows * a.heads;
+  }
+  runs.parts = count;
+  if (end == 0) return true;
+  launch_warp_runs<float4, true>(runs, head_dim, eps, RopeArgs{positions, inv_freq, 1, half}, stream);
   return true;
 }
 
