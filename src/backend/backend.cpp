@@ -50,6 +50,11 @@ Tensor Backend::concat_rows(const std::vector<Tensor>& parts, Shape row_shape, E
 
 std::unique_ptr<DeviceGraph> Backend::capture(const std::function<void()>&) { return nullptr; }
 
+void Backend::concurrently(const std::function<void()>& side, const std::function<void()>& main) {
+  side();
+  main();
+}
+
 Tensor Backend::rms_norm_rope(const Tensor& x, const Tensor* weight, int64_t head_dim, double eps,
                               const Tensor& positions, const Tensor& inv_freq) {
   Tensor y = rms_norm(x, weight, head_dim, eps);

@@ -98,6 +98,10 @@ class Backend {
   virtual void write_i32(const Tensor& dst, int64_t offset, std::span<const int32_t> values) = 0;
   // Records what `body` runs into a graph to replay; nullptr when this backend only runs eagerly.
   virtual std::unique_ptr<DeviceGraph> capture(const std::function<void()>& body);
+  // Runs `side`, then `main`: two pieces of work of which neither reads or writes what the other
+  // writes, so that a backend may run them side by side (a CUDA graph's two branches). Results
+  // do not depend on which it does.
+  virtual void concurrently(const std::function<void()>& side, const std::function<void()>& main);
   // The same for every backend, built on upload(), allocate() and copy_bytes().
   Tensor load_param(const ParamWeight& p);  // f32 (i32 for integer tables)
   Tensor slice_rows(const Tensor& t, int64_t begin, int64_t count);

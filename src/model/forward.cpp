@@ -343,13 +343,16 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
   std::vector<Projection> from_qr{{&b.wq_b, &q_b}};
   if (b.ratio == 4) from_qr.push_back({&b.index_wq_b, &index_q});
   project(be_, qr, from_qr, batch.runs);
-  std::vector<Tensor> q_kv =
-      be_.rms_norm_ropes({{&q_b, nullptr}, {&kv_a, &b.kv_norm}}, hd, c.norm_eps, batch.at.position, inv_freq);
-  Tensor q = std::move(q_kv[0]), kv = std::move(q_kv[1]);
-  // Every use, the producing step's included, sees the values as the cache stores them.
-  const Tensor kv_stored = be_.encode_kv(kv, caches_.kv, c.rope_dim);
   auto paged = [&](StreamKind kind) { return cache_->rows(cache_->layout().stream(layer, kind)); };
-
+  // The query, and the step's key as the cache stores it: every use, the producing step's
+  // included, sees the stored values.
+  Tensor q, kv_stored;
+  auto queries = [&] {
+    std::vector<Tensor> q_kv =
+        be_.rms_norm_ropes({{&q_b, nullptr}, {&kv_a, &b.kv_norm}}, hd, c.norm_eps, batch.at.position, inv_freq);
+    q = std::move(q_kv[0]);
+    kv_stored = be_.encode_kv(q_kv[1], caches_.kv, c.rope_dim);
+  };
   // The entries of the windows this step's tokens complete (zero rows elsewhere), normalized
   // and rotated to their window's first position.
   auto entries = [&](const Block::Compressor& w, const CompressorInputs& in, StreamKind pending, bool overlap) {
@@ -360,16 +363,16 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
   };
   const RowPlacement completed{0, b.ratio};
   PagedRows compressed;
-  Tensor selected;
-  if (b.ratio > 0) {
+  auto store_compressed = [&] {
     compressed = paged(StreamKind::compressed);
     be_.store_rows(compressed,
                    be_.encode_kv(entries(b.compressor, main_in, StreamKind::compressor_pending, b.ratio == 4),
                                  caches_.kv, c.rope_dim),
                    batch.at, completed);
     main_in = {};  // its memory back before attention (a prefill's are tens of MB)
-  }
-  if (b.ratio == 4) {  // CSA: the indexer picks the top-k compressed entries per query
+  };
+  Tensor selected;
+  auto select = [&] {  // CSA: the indexer picks the top-k compressed entries per query
     const PagedRows keys = paged(StreamKind::indexer_keys);
     be_.store_rows(
         keys,
@@ -381,7 +384,15 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
     const Tensor qi = be_.indexer_query(index_q, caches_.indexer, ihd);
     selected = be_.indexer_topk(qi, index_head_weights, keys, caches_.indexer, batch.at, ih, c.index_topk, b.ratio,
                                 1.0 / std::sqrt(double(ihd)) / std::sqrt(double(ih)));
-  }
+  };
+  // The three paths share no data: the compressed ones may run beside the queries' (and, in
+  // CSA, the indexer's beside both), each a chain of small kernels.
+  if (b.ratio == 4)
+    be_.concurrently([&] { queries(); store_compressed(); }, select);
+  else if (b.ratio > 0)
+    be_.concurrently(queries, store_compressed);
+  else
+    queries();
 
   const PagedRows window = paged(StreamKind::window);
   const AttentionShape shape{caches_.kv, hd, c.rope_dim, c.window, b.ratio, 1.0 / std::sqrt(double(hd))};
@@ -394,13 +405,25 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
 
 Tensor Model::moe(const Block& b, const Tensor& x, const Batch& batch) {
   const ModelConfig& c = config_;
-  const Routing r = be_.route(be_.linear(x, b.gate, batch.runs), b.gate_bias.empty() ? nullptr : &b.gate_bias,
-                              b.hash ? &b.tid2eid : nullptr, batch.ids, c);
-  Tensor y = be_.experts(x, r, b.w1, b.w2, b.w3, c.swiglu_limit, batch.runs);
-  if (c.n_shared_experts > 0)
-    y = be_.add(y, be_.linear(be_.gated_linear(x, b.shared_w1, b.shared_w3, c.swiglu_limit, batch.runs), b.shared_w2,
-                              batch.runs));
-  return y;
+  Tensor routed, shared;
+  auto route_and_run = [&] {
+    const Routing r = be_.route(be_.linear(x, b.gate, batch.runs), b.gate_bias.empty() ? nullptr : &b.gate_bias,
+                                b.hash ? &b.tid2eid : nullptr, batch.ids, c);
+    routed = be_.experts(x, r, b.w1, b.w2, b.w3, c.swiglu_limit, batch.runs);
+  };
+  if (c.n_shared_experts == 0) {
+    route_and_run();
+    return routed;
+  }
+  // The shared expert beside the router and the routed experts (the router's small kernels
+  // leave most of the GPU to it).
+  be_.concurrently(
+      [&] {
+        shared = be_.linear(be_.gated_linear(x, b.shared_w1, b.shared_w3, c.swiglu_limit, batch.runs), b.shared_w2,
+                            batch.runs);
+      },
+      route_and_run);
+  return be_.add(routed, shared);
 }
 
 Tensor Model::mtp_logits(int64_t k, const std::vector<SequenceState*>& sequences, const Tensor& hidden,

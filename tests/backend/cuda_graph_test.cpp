@@ -154,5 +154,20 @@ TEST(CaptureArena, ReusesAndMergesFreedRanges) {
   EXPECT_GT(arena.reserved_bytes(), chunk);
 }
 
+// While a graph's two branches are recorded, a released range is not handed out again (the other
+// branch may still be using it) until the releases resume.
+TEST(CaptureArena, HeldReleasesStayTakenUntilResumed) {
+  TETRA_REQUIRE_GPU();
+  cuda::CaptureArena arena;
+  std::byte* a = static_cast<std::byte*>(arena.allocate(1000));
+  arena.hold_releases();
+  arena.release(a);
+  std::byte* b = static_cast<std::byte*>(arena.allocate(1000));
+  EXPECT_EQ(b, a + 1024);  // a's range still taken
+  arena.release(b);
+  arena.resume_releases();
+  EXPECT_EQ(arena.allocate(2048), a);  // both back, merged
+}
+
 }  // namespace
 }  // namespace tetra

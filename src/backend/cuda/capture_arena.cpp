@@ -45,6 +45,23 @@ void* CaptureArena::allocate(size_t bytes) {
 
 void CaptureArena::release(void* p) {
   std::lock_guard lock(mutex_);
+  if (holding_) held_.push_back(p);
+  else release_locked(p);
+}
+
+void CaptureArena::hold_releases() {
+  std::lock_guard lock(mutex_);
+  holding_ = true;
+}
+
+void CaptureArena::resume_releases() {
+  std::lock_guard lock(mutex_);
+  holding_ = false;
+  for (void* p : held_) release_locked(p);
+  held_.clear();
+}
+
+void CaptureArena::release_locked(void* p) {
   const auto found = live_.find(p);
   if (found == live_.end()) return;
   const Placement at = found->second;

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cache_codec.h"
 #include "backend/cuda/capture_arena.h"
+#include "backend/cuda/cuda_event.h"
 #include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/dequant_gemm.h"
@@ -186,6 +187,30 @@ class CudaBackend final : public Backend {
       ~Reset() { flag = false; }
     } reset{recording_};
     return std::make_unique<cuda::CudaGraph>(stream_, arena_, body);
+  }
+  // While a graph is recorded, `side` goes on a second stream that forks from the main one here
+  // and joins it before anything after this call: the graph gets two branches that run side by
+  // side (small decode kernels fill few of the GPU's multiprocessors). Run eagerly, in order.
+  void concurrently(const std::function<void()>& side, const std::function<void()>& main) override {
+    if (!recording_ || branching_) return Backend::concurrently(side, main);
+    TETRA_CUDA_CHECK(cudaEventRecord(fork_.get(), stream_->get()));
+    TETRA_CUDA_CHECK(cudaStreamWaitEvent(side_stream_->get(), fork_.get()));
+    struct Join {  // also when a branch throws: a capture with an unjoined stream fails to end
+      CudaBackend& be;
+      ~Join() {
+        be.current_ = be.stream_->get();
+        cudaEventRecord(be.join_.get(), be.side_stream_->get());
+        cudaStreamWaitEvent(be.stream_->get(), be.join_.get());
+        be.arena_->resume_releases();
+        be.branching_ = false;
+      }
+    } join{*this};
+    branching_ = true;
+    arena_->hold_releases();
+    current_ = side_stream_->get();
+    side();
+    current_ = stream_->get();
+    main();
   }
 
   // ---- dense math
@@ -577,7 +602,8 @@ class CudaBackend final : public Backend {
   void copy_bytes(std::byte* dst, const std::byte* src, size_t bytes) override { copy_device(dst, src, bytes); }
 
  private:
-  cudaStream_t stream() const { return stream_->get(); }
+  // Where ops enqueue their work: the main stream, or the side one while a side branch is recorded.
+  cudaStream_t stream() const { return current_; }
 
   // A long run takes the tensor cores unless a graph is being recorded (that path may grow its
   // scratch and synchronizes).
@@ -680,6 +706,11 @@ class CudaBackend final : public Backend {
   std::shared_ptr<cuda::CudaStream> stream_;
   std::shared_ptr<cuda::CaptureArena> arena_ = std::make_shared<cuda::CaptureArena>();  // shared with the graphs
   bool recording_ = false;  // a graph capture is running: make() uses arena_
+  // concurrently()'s second branch: its stream, and the events that fork it off and join it back.
+  std::unique_ptr<cuda::CudaStream> side_stream_ = std::make_unique<cuda::CudaStream>();
+  cuda::CudaEvent fork_{cudaEventDisableTiming}, join_{cudaEventDisableTiming};
+  bool branching_ = false;
+  cudaStream_t current_ = stream_->get();
   std::unique_ptr<cuda::DequantGemm> gemm_;  // after stream_: destroyed first
 };
 
