@@ -82,7 +82,11 @@ MmaSplit mma_split(const WeightRef& w, int64_t groups, int split_k) {
     return s;
   }
   while (s.warps < 8 && 2 * s.warps <= chunks && tiles * s.warps < kTargetWarps) s.warps *= 2;
-  while (s.blocks < kMaxClusterBlocks && tiles * s.blocks * 2 <= kMinBlocks && chunks >= 4 * s.blocks * s.warps)
+  // Also when a tile's warps are capped at 8 and the grid is short of kTargetWarps, as long as each
+  // warp keeps four chunks (wo_b, 128 tiles of 128 FP8 chunks: 1024 warps, 19.1 µs; 2048, 14.7 µs).
+  while (s.blocks < kMaxClusterBlocks &&
+         ((tiles * s.blocks * 2 <= kMinBlocks && chunks >= 4 * s.blocks * s.warps) ||
+          (tiles * s.warps * s.blocks * 2 <= kTargetWarps && chunks >= 8 * s.blocks * s.warps)))
     s.blocks *= 2;
   return s;
 }
