@@ -266,16 +266,27 @@ __global__ void __launch_bounds__(kMaxSplit * 32)
     }
 }
 
-// Warps per block: at least two chunks each, up to kMaxSplit, the most that keep one token's k
-// pairs within kMaxWarps warps: one wave at these kernels' ~96 registers a thread (21 warps an
-// SM). Any count, not only powers of two: V4-Flash's 6 pairs × 128 row tiles take 3 warps each
-// (2304), where 2 left the SMs at 11 warps and the up-projection at 32% of DRAM bandwidth (ncu).
-// It depends on the matrix and k only, never on the tokens of the step, so a pair's sum runs in
-// the same order whatever the batch (batch invariance).
-constexpr int64_t kMaxWarps = 2560;
-int expert_split(int64_t tiles, int64_t k, int chunks) {
+size_t split_reduction_bytes(int warps) { return size_t(warps - 1) * kMmaTiles * 4 * 32 * sizeof(float); }
+
+// Warps per block for `kernel`: the most (up to kMaxSplit, at least two chunks each) that keep the
+// grid of one token's k pairs (tiles · k blocks) in one wave on this device, from the kernel's
+// occupancy at that block size. More warps keep more bytes in flight: with two a block, V4-Flash's
+// NVFP4 up-projection (768 blocks) ran at 11 warps an SM and 32% of DRAM bandwidth (ncu), where
+// its 86 registers a thread allow 21. The down-projection's 127 registers fit 15 warps of blocks
+// of 3: it keeps 2. Depends on the matrix, k and the device, never on the tokens of the step, so
+// a pair's sum runs in the same order whatever the batch (batch invariance).
+template <typename Kernel>
+int expert_split(Kernel kernel, int64_t tiles, int64_t k, int chunks) {
+  int device = 0, sms = 0;
+  TETRA_CUDA_CHECK(cudaGetDevice(&device));
+  TETRA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   int warps = 1;
-  while (warps < kMaxSplit && 2 * (warps + 1) <= chunks && tiles * k * (warps + 1) <= kMaxWarps) ++warps;
+  for (int w = 2; w <= kMaxSplit && 2 * w <= chunks; ++w) {  // fewer blocks fit as blocks grow: stop at the first miss
+    int blocks = 0;
+    TETRA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, w * 32, split_reduction_bytes(w)));
+    if (tiles * k > int64_t(blocks) * sms) break;
+    warps = w;
+  }
   return warps;
 }
 
@@ -285,14 +296,15 @@ void experts_mma(const float* x, int64_t pairs, int64_t dim, int64_t inter, cons
                  cudaStream_t stream, int split) {
   const int up_chunks = mma_chunks(F, dim), down_chunks = mma_chunks(F, inter);
   const int64_t up_tiles = (inter + 15) / 16, down_tiles = (dim + 31) / 32;
-  const int up_warps = split > 0 ? split : expert_split(up_tiles, k, up_chunks);
-  const int down_warps = split > 0 ? split : expert_split(down_tiles, k, down_chunks);
-  auto red = [](int warps) { return size_t(warps - 1) * kMmaTiles * 4 * 32 * sizeof(float); };
-  launch_early(expert_up_mma_kernel<F, P>, dim3(unsigned(up_tiles), unsigned(pairs)), dim3(up_warps * 32),
-               red(up_warps), stream, x, dim, inter, groups, k, w1, w3, limit, up_chunks, h);
+  const auto up = expert_up_mma_kernel<F, P>;
+  const auto down = expert_down_mma_kernel<F, P>;
+  const int up_warps = split > 0 ? split : expert_split(up, up_tiles, k, up_chunks);
+  const int down_warps = split > 0 ? split : expert_split(down, down_tiles, k, down_chunks);
+  launch_early(up, dim3(unsigned(up_tiles), unsigned(pairs)), dim3(up_warps * 32), split_reduction_bytes(up_warps),
+               stream, x, dim, inter, groups, k, w1, w3, limit, up_chunks, h);
   TETRA_CUDA_CHECK(cudaGetLastError());
-  launch_early(expert_down_mma_kernel<F, P>, dim3(unsigned(down_tiles), unsigned(pairs)), dim3(down_warps * 32),
-               red(down_warps), stream, h, dim, inter, groups, w2, down_chunks, y);
+  launch_early(down, dim3(unsigned(down_tiles), unsigned(pairs)), dim3(down_warps * 32),
+               split_reduction_bytes(down_warps), stream, h, dim, inter, groups, w2, down_chunks, y);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
