@@ -79,8 +79,9 @@ __global__ void pool_kernel(PagedView pending, const float* kv, const float* gat
 // loads kKeepPerThread channels before it stores any (one round trip, not one a channel: 4.9 µs
 // for a decode row of 1024 channels at 128 threads).
 constexpr int kKeepThreads = 256, kKeepPerThread = 4;
-__global__ void __launch_bounds__(kKeepThreads) keep_kernel(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t width,
-                            StepView at, int64_t ratio, bool overlap) {
+__global__ void __launch_bounds__(kKeepThreads)
+    keep_kernel(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t width, StepView at,
+                int64_t ratio, bool overlap) {
   wait_for_inputs();
   allow_next_kernel();
   const int64_t r = blockIdx.x, t = at.position[r];
