@@ -326,7 +326,7 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
   const int64_t hd = c.head_dim;
   const Tensor& inv_freq = b.ratio > 0 ? inv_freq_compressed_ : inv_freq_main_;
   // x's projections: q's and kv's, the compressors' (compressed layers), the indexer's head
-  // weights (CSA); then qr's: q's heads and the indexer's queries.
+  // weights (CSA).
   struct CompressorInputs {
     Tensor kv, gate;
   } main_in, index_in;
@@ -339,10 +339,13 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
                                  {&b.index_compressor.wgate, &index_in.gate},
                                  {&b.index_weights, &index_head_weights}});
   project(be_, x, from_x, batch.runs);
-  const Tensor qr = be_.rms_norm(q_a, &b.q_norm, c.q_lora_rank, c.norm_eps);
-  std::vector<Projection> from_qr{{&b.wq_b, &q_b}};
-  if (b.ratio == 4) from_qr.push_back({&b.index_wq_b, &index_q});
-  project(be_, qr, from_qr, batch.runs);
+  // qr's projections: q's heads and (CSA) the indexer's queries.
+  auto project_qr = [&] {
+    const Tensor qr = be_.rms_norm(q_a, &b.q_norm, c.q_lora_rank, c.norm_eps);
+    std::vector<Projection> from_qr{{&b.wq_b, &q_b}};
+    if (b.ratio == 4) from_qr.push_back({&b.index_wq_b, &index_q});
+    project(be_, qr, from_qr, batch.runs);
+  };
   auto paged = [&](StreamKind kind) { return cache_->rows(cache_->layout().stream(layer, kind)); };
   // The query, and the step's key as the cache stores it: every use, the producing step's
   // included, sees the stored values.
@@ -371,28 +374,35 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
                    batch.at, completed);
     main_in = {};  // its memory back before attention (a prefill's are tens of MB)
   };
-  Tensor selected;
-  auto select = [&] {  // CSA: the indexer picks the top-k compressed entries per query
-    const PagedRows keys = paged(StreamKind::indexer_keys);
+  // CSA: the indexer's keys of this step stored, then its top-k compressed entries per query.
+  const PagedRows keys = b.ratio == 4 ? paged(StreamKind::indexer_keys) : PagedRows{};
+  auto store_index_keys = [&] {
     be_.store_rows(
         keys,
         be_.encode_indexer(entries(b.index_compressor, index_in, StreamKind::indexer_pending, true), caches_.indexer),
         batch.at, completed);
     index_in = {};
+  };
+  Tensor selected;
+  auto select = [&] {
     const int64_t ihd = c.index_head_dim, ih = c.index_n_heads;
     be_.rope(index_q, batch.at.position, inv_freq_compressed_, ihd, false);
     const Tensor qi = be_.indexer_query(index_q, caches_.indexer, ihd);
     selected = be_.indexer_topk(qi, index_head_weights, keys, caches_.indexer, batch.at, ih, c.index_topk, b.ratio,
                                 1.0 / std::sqrt(double(ihd)) / std::sqrt(double(ih)));
   };
-  // The three paths share no data: the compressed ones may run beside the queries' (and, in
-  // CSA, the indexer's beside both), each a chain of small kernels.
-  if (b.ratio == 4)
+  // The compressors need only x's projections: their chains of small kernels run beside the
+  // query's path (in CSA the indexer's keys beside qr's projections, then the queries and the
+  // main compressor beside the indexer's top-k).
+  if (b.ratio == 4) {
+    be_.concurrently(store_index_keys, project_qr);
     be_.concurrently([&] { queries(); store_compressed(); }, select);
-  else if (b.ratio > 0)
-    be_.concurrently(queries, store_compressed);
-  else
+  } else if (b.ratio > 0) {
+    be_.concurrently(store_compressed, [&] { project_qr(); queries(); });
+  } else {
+    project_qr();
     queries();
+  }
 
   const PagedRows window = paged(StreamKind::window);
   const AttentionShape shape{caches_.kv, hd, c.rope_dim, c.window, b.ratio, 1.0 / std::sqrt(double(hd))};
