@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/fp4_layout.h"  // fp4_pair, fp4_packed_pair
+
 namespace tetra::cuda {
 
 // bf16x2 bits: the low half holds the element of lower k.
@@ -31,12 +33,6 @@ __device__ __forceinline__ uint32_t fp8_pair_even(uint32_t w) {
 __device__ __forceinline__ uint32_t fp8_pair_odd(uint32_t w) { return (w & 0x80008000u) | ((w >> 4) & 0x07F007F0u); }
 constexpr uint16_t kFp8Bias = 0x7B80;  // bf16 2^120
 
-// fp4 e2m1 nibbles n and n+4 of w (n in 0..3) as a bf16 pair of value·2^-126.
-__device__ __forceinline__ uint32_t fp4_pair(uint32_t w, int n) {
-  const uint32_t sign = (w << (12 - 4 * n)) & 0x80008000u;
-  const uint32_t mag = (n < 2 ? w << (6 - 4 * n) : w >> (4 * n - 6)) & 0x01C001C0u;
-  return sign | mag;
-}
 
 // MXFP4 factor 2^126·2^(e-127) = 2^(e-1) for a ue8m0 scale byte e <= 128 (every real scale);
 // larger scales take two factors: 2^126, then 2^(e-127) (NaN for 0xFF).

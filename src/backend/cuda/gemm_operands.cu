@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/formats.cuh"
+#include "backend/cuda/fp4_layout.h"
 
 namespace tetra::cuda {
 namespace {
@@ -38,7 +39,7 @@ __device__ __forceinline__ void load8(const WeightRef& w, int64_t o, int64_t i, 
   const int64_t k = o * w.in + i;
   const auto* bytes = static_cast<const uint8_t*>(w.weight);
   if (w.format == WeightFormat::mxfp4 || w.format == WeightFormat::nvfp4) {
-    const uint32_t word = *reinterpret_cast<const uint32_t*>(bytes + k / 2);
+    const uint32_t word = fp4_unrepack(*reinterpret_cast<const uint32_t*>(bytes + k / 2));
     const float s = group_scale(w, o, i);
 #pragma unroll
     for (int j = 0; j < kVector; ++j) v[j] = decode_e2m1(uint8_t((word >> (4 * j)) & 0xF)) * s;
@@ -87,7 +88,7 @@ __device__ __forceinline__ float load1(const WeightRef& w, int64_t o, int64_t i)
     case WeightFormat::fp8_block:
     case WeightFormat::fp8_tensor: return decode_e4m3(bytes[k]) * group_scale(w, o, i);
     case WeightFormat::mxfp4:
-    case WeightFormat::nvfp4: return decode_e2m1(fp4_code(bytes, k)) * group_scale(w, o, i);
+    case WeightFormat::nvfp4: return decode_e2m1(fp4_weight_code(bytes, k)) * group_scale(w, o, i);
   }
   return 0;
 }

@@ -59,7 +59,7 @@ template <WeightFormat F>
 __device__ __forceinline__ uint2 code_pairs(const uint4& q, int s) {
   using C = MmaCodes<F>;
   const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-  if constexpr (C::fp4) return {fp4_pair(w[s / 2], 2 * (s % 2)), fp4_pair(w[s / 2], 2 * (s % 2) + 1)};
+  if constexpr (C::fp4) return {fp4_packed_pair(w[s / 2], 2 * (s % 2)), fp4_packed_pair(w[s / 2], 2 * (s % 2) + 1)};
   else if constexpr (C::fp8) return {fp8_pair_even(w[s]), fp8_pair_odd(w[s])};
   else return {w[2 * s], w[2 * s + 1]};
 }

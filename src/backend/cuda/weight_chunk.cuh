@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/formats.cuh"
+#include "backend/cuda/fp4_layout.h"
 #include "backend/cuda/weight_ref.h"
 
 namespace tetra::cuda {
@@ -28,16 +29,18 @@ __device__ __forceinline__ float weight_at(const WeightRef& w, int64_t o, int64_
                                              : __half2float(static_cast<const __half*>(w.weight)[k]);
     case WeightFormat::fp8_block: return decode_e4m3(bytes[k]) * weight_scale(w, (o / 128) * ((w.in + 127) / 128) + i / 128);
     case WeightFormat::fp8_tensor: return decode_e4m3(bytes[k]) * static_cast<const float*>(w.scale)[0];
-    case WeightFormat::mxfp4: return decode_e2m1(fp4_code(bytes, k)) * weight_scale(w, o * (w.in / 32) + i / 32);
+    case WeightFormat::mxfp4: return decode_e2m1(fp4_weight_code(bytes, k)) * weight_scale(w, o * (w.in / 32) + i / 32);
     case WeightFormat::nvfp4:
-      return decode_e2m1(fp4_code(bytes, k)) * decode_e4m3(static_cast<const uint8_t*>(w.scale)[o * (w.in / 16) + i / 16]) *
+      return decode_e2m1(fp4_weight_code(bytes, k)) * decode_e4m3(static_cast<const uint8_t*>(w.scale)[o * (w.in / 16) + i / 16]) *
              w.global_scale;
   }
   return 0;
 }
 
-// code·scale·global in the CPU's order, so that every product rounds the same way.
-__device__ __forceinline__ void unpack_fp4x8(uint32_t word, float scale, float global, float* v) {
+// code·scale·global in the CPU's order, so that every product rounds the same way (a word of
+// the device layout, fp4_layout.h).
+__device__ __forceinline__ void unpack_fp4x8(uint32_t packed, float scale, float global, float* v) {
+  const uint32_t word = fp4_unrepack(packed);
 #pragma unroll
   for (int j = 0; j < 8; ++j) v[j] = decode_e2m1(uint8_t((word >> (4 * j)) & 0xF)) * scale * global;
 }
