@@ -101,7 +101,7 @@ int run() {
            }),
            f * double(n * kFlat + kMix * kFlat + kDim + n * (kDim + kHc + kHc * kHc)), copy);
     report("mhc post", n, us_per_launch(stream, [&] {
-             hc_post(h.get<float>(), y.get<float>(), post.get<float>(), comb.get<float>(), n, kHc, kDim, out.get<float>(),
+             hc_post(h.get<float>(), {y.get<float>()}, post.get<float>(), comb.get<float>(), n, kHc, kDim, out.get<float>(),
                      s);
            }),
            f * double(2 * n * kFlat + n * kDim + n * (kHc + kHc * kHc)), copy);

@@ -82,10 +82,10 @@ std::vector<Tensor> Backend::linears(const Tensor& x, const std::vector<const Te
   return out;
 }
 
-Streams Backend::hc_post_pre(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb,
-                             const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
-                             const ModelConfig& c) {
-  Tensor updated = hc_post(h, y, post, comb);
+Streams Backend::hc_post_pre(const Tensor& h, const Tensor& y, const Tensor* y_plus, const Tensor& post,
+                             const Tensor& comb, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                             const Tensor& norm, const ModelConfig& c) {
+  Tensor updated = hc_post(h, y, y_plus, post, comb);
   MixWeights mix = hc_pre(updated, fn, base, scale, norm, c);
   return {std::move(updated), std::move(mix)};
 }

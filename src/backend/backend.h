@@ -147,12 +147,15 @@ class Backend {
   // head) take them: one op so that a backend can normalize the row it has just mixed.
   virtual MixWeights hc_pre(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
                             const Tensor& norm, const ModelConfig& c) = 0;
-  virtual Tensor hc_post(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb) = 0;
+  // The sub-block's output y, plus y_plus where given (a MoE's routed and shared experts: the sum
+  // add() gives, bit for bit, without its own pass), goes into the streams h.
+  virtual Tensor hc_post(const Tensor& h, const Tensor& y, const Tensor* y_plus, const Tensor& post,
+                         const Tensor& comb) = 0;
   // hc_post's update, then the next sub-block's hc_pre of the updated streams: one op so that a
   // backend can mix the rows as it updates them. The default runs the two.
-  virtual Streams hc_post_pre(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb,
-                              const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
-                              const ModelConfig& c);
+  virtual Streams hc_post_pre(const Tensor& h, const Tensor& y, const Tensor* y_plus, const Tensor& post,
+                              const Tensor& comb, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                              const Tensor& norm, const ModelConfig& c);
   virtual Tensor hc_head(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
                          const Tensor& norm, const ModelConfig& c) = 0;
 

@@ -295,12 +295,13 @@ Streams Model::entering(const Block& b, Tensor h) {
 }
 
 Streams Model::block_forward(const Block& b, int64_t layer, const Streams& s, const Block* next, const Batch& batch) {
-  const Streams f = be_.hc_post_pre(s.h, attention(b, layer, s.mix.x, batch), s.mix.post, s.mix.comb, b.hc_ffn_fn,
-                                    b.hc_ffn_base, b.hc_ffn_scale, b.ffn_norm, config_);
-  const Tensor y = moe(b, f.mix.x, batch);
-  if (!next) return {be_.hc_post(f.h, y, f.mix.post, f.mix.comb), {}};
-  return be_.hc_post_pre(f.h, y, f.mix.post, f.mix.comb, next->hc_attn_fn, next->hc_attn_base, next->hc_attn_scale,
-                         next->attn_norm, config_);
+  const Streams f = be_.hc_post_pre(s.h, attention(b, layer, s.mix.x, batch), nullptr, s.mix.post, s.mix.comb,
+                                    b.hc_ffn_fn, b.hc_ffn_base, b.hc_ffn_scale, b.ffn_norm, config_);
+  const MoeOutput y = moe(b, f.mix.x, batch);
+  const Tensor* shared = y.shared.empty() ? nullptr : &y.shared;
+  if (!next) return {be_.hc_post(f.h, y.routed, shared, f.mix.post, f.mix.comb), {}};
+  return be_.hc_post_pre(f.h, y.routed, shared, f.mix.post, f.mix.comb, next->hc_attn_fn, next->hc_attn_base,
+                         next->hc_attn_scale, next->attn_norm, config_);
 }
 
 namespace {
@@ -419,7 +420,7 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
   return out;
 }
 
-Tensor Model::moe(const Block& b, const Tensor& x, const Batch& batch) {
+Model::MoeOutput Model::moe(const Block& b, const Tensor& x, const Batch& batch) {
   const ModelConfig& c = config_;
   Tensor routed, shared;
   auto route_and_run = [&] {
@@ -429,7 +430,7 @@ Tensor Model::moe(const Block& b, const Tensor& x, const Batch& batch) {
   };
   if (c.n_shared_experts == 0) {
     route_and_run();
-    return routed;
+    return {routed, {}};
   }
   // The shared expert beside the router and the routed experts (the router's small kernels
   // leave most of the GPU to it).
@@ -439,7 +440,7 @@ Tensor Model::moe(const Block& b, const Tensor& x, const Batch& batch) {
                             batch.runs);
       },
       route_and_run);
-  return be_.add(routed, shared);
+  return {routed, shared};
 }
 
 Tensor Model::mtp_logits(int64_t k, const std::vector<SequenceState*>& sequences, const Tensor& hidden,

@@ -74,7 +74,12 @@ class Model {
   // is set (every post update runs with the pre mix that follows it, one backend op).
   Streams block_forward(const Block& b, int64_t layer, const Streams& s, const Block* next, const Batch& batch);
   Tensor attention(const Block& b, int64_t layer, const Tensor& x, const Batch& batch);
-  Tensor moe(const Block& b, const Tensor& x, const Batch& batch);
+  // The MoE's output: the routed experts' sum and the shared experts' (empty without them), which
+  // the post update adds.
+  struct MoeOutput {
+    Tensor routed, shared;
+  };
+  MoeOutput moe(const Block& b, const Tensor& x, const Batch& batch);
   Tensor head_logits(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
                      RowRuns runs);
   // Checks a step's tokens and gives every sequence room for them in layers [begin, end).

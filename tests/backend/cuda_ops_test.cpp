@@ -575,7 +575,7 @@ TEST_F(CudaOps, HyperConnections) {
       auto pre = [&](Backend& b) {
         const MixWeights m = b.hc_pre(b.upload(h, {n, flat}), b.upload(fn, {mix, flat}), b.upload(base, {mix}),
                                       b.upload(scale, {3}), b.upload(norm, {dim}), c);
-        const Tensor out = b.hc_post(b.upload(h, {n, flat}), b.upload(y, {n, dim}), m.post, m.comb);
+        const Tensor out = b.hc_post(b.upload(h, {n, flat}), b.upload(y, {n, dim}), nullptr, m.post, m.comb);
         return std::vector<std::vector<float>>{b.download(m.x), b.download(m.post), b.download(m.comb), b.download(out)};
       };
       const auto want = pre(*be->cpu), got = pre(*be->gpu);
@@ -589,10 +589,10 @@ TEST_F(CudaOps, HyperConnections) {
         const Tensor next_fn = b.upload(std::vector<float>(fn.rbegin(), fn.rend()), {mix, flat});
         Streams s;
         if (fused) {
-          s = b.hc_post_pre(b.upload(h, {n, flat}), b.upload(y, {n, dim}), m.post, m.comb, next_fn, b.upload(base, {mix}),
-                            b.upload(scale, {3}), b.upload(norm, {dim}), c);
+          s = b.hc_post_pre(b.upload(h, {n, flat}), b.upload(y, {n, dim}), nullptr, m.post, m.comb, next_fn,
+                            b.upload(base, {mix}), b.upload(scale, {3}), b.upload(norm, {dim}), c);
         } else {
-          s.h = b.hc_post(b.upload(h, {n, flat}), b.upload(y, {n, dim}), m.post, m.comb);
+          s.h = b.hc_post(b.upload(h, {n, flat}), b.upload(y, {n, dim}), nullptr, m.post, m.comb);
           s.mix = b.hc_pre(s.h, next_fn, b.upload(base, {mix}), b.upload(scale, {3}), b.upload(norm, {dim}), c);
         }
         return std::vector<std::vector<float>>{b.download(s.h), b.download(s.mix.x), b.download(s.mix.post),
@@ -603,6 +603,23 @@ TEST_F(CudaOps, HyperConnections) {
       const auto fused_cpu = post_pre(*be->cpu, true);
       for (size_t i = 0; i < fused.size(); ++i)
         EXPECT_LT(relative_difference(fused[i], fused_cpu[i]), kF32Tolerance) << "hc_post_pre output " << i << " dim " << dim;
+      // a second output added on the way (a MoE's routed and shared experts): add() then the op,
+      // bit for bit, on both backends (below 64 rows the fused mix pass, from 64 the four-column
+      // post kernel)
+      const auto y2 = random_values(size_t(n * dim), rng);
+      auto with_plus = [&](Backend& b, bool plus) {
+        const MixWeights m = b.hc_pre(b.upload(h, {n, flat}), b.upload(fn, {mix, flat}), b.upload(base, {mix}),
+                                      b.upload(scale, {3}), b.upload(norm, {dim}), c);
+        const Tensor yt = b.upload(y, {n, dim}), y2t = b.upload(y2, {n, dim});
+        const Tensor first = plus ? yt : b.add(yt, y2t);
+        const Tensor* second = plus ? &y2t : nullptr;
+        const Streams s = b.hc_post_pre(b.upload(h, {n, flat}), first, second, m.post, m.comb, b.upload(fn, {mix, flat}),
+                                        b.upload(base, {mix}), b.upload(scale, {3}), b.upload(norm, {dim}), c);
+        const Tensor last = b.hc_post(b.upload(h, {n, flat}), first, second, m.post, m.comb);
+        return std::vector<std::vector<float>>{b.download(s.h), b.download(s.mix.x), b.download(last)};
+      };
+      EXPECT_EQ(with_plus(*be->gpu, true), with_plus(*be->gpu, false)) << "y_plus against add: " << n << " rows, dim " << dim;
+      EXPECT_EQ(with_plus(*be->cpu, true), with_plus(*be->cpu, false)) << "cpu y_plus against add";
       auto head = [&](Backend& b) {
         return b.download(b.hc_head(b.upload(h, {n, flat}), b.upload(std::vector<float>(fn.begin(), fn.begin() + hc * flat), {hc, flat}),
                                     b.upload(std::vector<float>(base.begin(), base.begin() + hc), {hc}),
@@ -619,7 +636,8 @@ TEST_F(CudaOps, HyperConnections) {
           std::vector<float> x = g.download(m.x), comb = g.download(m.comb);
           std::vector<float> post = g.download(
               g.hc_post(g.upload(std::vector<float>(h.begin(), h.begin() + rows * flat), {rows, flat}),
-                        g.upload(std::vector<float>(y.begin(), y.begin() + rows * dim), {rows, dim}), m.post, m.comb));
+                        g.upload(std::vector<float>(y.begin(), y.begin() + rows * dim), {rows, dim}), nullptr, m.post,
+                        m.comb));
           x.resize(size_t(dim));
           comb.resize(size_t(hc * hc));
           post.resize(size_t(flat));

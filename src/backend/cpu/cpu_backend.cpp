@@ -217,7 +217,9 @@ class CpuBackend final : public Backend {
     return m;
   }
 
-  Tensor hc_post(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb) override {
+  Tensor hc_post(const Tensor& h, const Tensor& sub_block_y, const Tensor* y_plus, const Tensor& post,
+                 const Tensor& comb) override {
+    const Tensor y = y_plus ? add(sub_block_y, *y_plus) : sub_block_y;
     const int64_t n = h.rows(), hc = post.dim(1), d = y.dim(1);
     Tensor out = make(h.shape(), ElemType::f32);
 #pragma omp parallel for schedule(static)

@@ -402,23 +402,25 @@ class CudaBackend final : public Backend {
                  stream());
     return m;
   }
-  Streams hc_post_pre(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb, const Tensor& fn,
-                      const Tensor& base, const Tensor& scale, const Tensor& norm, const ModelConfig& c) override {
+  Streams hc_post_pre(const Tensor& h, const Tensor& y, const Tensor* y_plus, const Tensor& post, const Tensor& comb,
+                      const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
+                      const ModelConfig& c) override {
     const int64_t n = h.rows();
     expect(post.dim(1) == c.hc_mult && y.dim(1) == c.dim, "hc_post_pre", "post or y does not match the config");
     Streams s{make(h.shape(), ElemType::f32),
               {make({n, c.dim}, ElemType::f32), make({n, c.hc_mult}, ElemType::f32),
                make({n, c.hc_mult, c.hc_mult}, ElemType::f32)}};
     const Tensor scratch = make({cuda::hc_scratch_floats(n, hc_params(c))}, ElemType::f32);
-    cuda::hc_post_pre(h.data<float>(), y.data<float>(), post.data<float>(), comb.data<float>(), fn.data<float>(),
+    cuda::hc_post_pre(h.data<float>(), sub_block_output(y, y_plus), post.data<float>(), comb.data<float>(), fn.data<float>(),
                       base.data<float>(), scale.data<float>(), norm.data<float>(), n, hc_params(c),
                       scratch.data<float>(), s.h.data<float>(), s.mix.x.data<float>(), s.mix.post.data<float>(),
                       s.mix.comb.data<float>(), stream());
     return s;
   }
-  Tensor hc_post(const Tensor& h, const Tensor& y, const Tensor& post, const Tensor& comb) override {
+  Tensor hc_post(const Tensor& h, const Tensor& y, const Tensor* y_plus, const Tensor& post,
+                 const Tensor& comb) override {
     Tensor out = make(h.shape(), ElemType::f32);
-    cuda::hc_post(h.data<float>(), y.data<float>(), post.data<float>(), comb.data<float>(), h.rows(), post.dim(1), y.dim(1),
+    cuda::hc_post(h.data<float>(), sub_block_output(y, y_plus), post.data<float>(), comb.data<float>(), h.rows(), post.dim(1), y.dim(1),
                   out.data<float>(), stream());
     return out;
   }
@@ -698,6 +700,10 @@ class CudaBackend final : public Backend {
     return *first.expert_tables;
   }
 
+  static cuda::SubBlockOutput sub_block_output(const Tensor& y, const Tensor* y_plus) {
+    if (y_plus) expect(y_plus->numel() == y.numel(), "hc_post", "y_plus's size differs from y's");
+    return {y.data<float>(), y_plus ? y_plus->data<float>() : nullptr};
+  }
   static cuda::HcParams hc_params(const ModelConfig& c) {
     return {c.hc_mult, c.dim, c.hc_sinkhorn_iters, float(c.norm_eps), float(c.hc_eps)};
   }

@@ -43,6 +43,16 @@ __device__ __forceinline__ float butterfly_sum(float (&v)[32]) {
   }
 }
 
+__device__ __forceinline__ float output_at(const SubBlockOutput& y, int64_t i) {
+  return y.plus ? y.y[i] + y.plus[i] : y.y[i];
+}
+__device__ __forceinline__ float4 output4_at(const SubBlockOutput& y, int64_t i) {
+  const float4 v = *reinterpret_cast<const float4*>(y.y + i);
+  if (!y.plus) return v;
+  const float4 p = *reinterpret_cast<const float4*>(y.plus + i);
+  return make_float4(v.x + p.x, v.y + p.y, v.z + p.z, v.w + p.w);
+}
+
 // Where the mix pass reads value i of row r: the streams as they are ...
 struct StoredStreams {
   const float* h;
@@ -50,15 +60,19 @@ struct StoredStreams {
   __device__ float operator()(int64_t r, int64_t i) const { return h[r * flat + i]; }
 };
 // ... or the previous sub-block's post update of them, computed (as hc_post_kernel does, the same
-// roundings) and written to out on the way.
-template <int HC>
+// roundings) and written to out on the way. Plus: y.plus is set (a template argument: the choice
+// made per value took the 4-row mix kernel from 128 to 168 registers).
+template <int HC, bool Plus>
 struct UpdatedStreams {
-  const float *h, *y, *post, *comb;
+  const float* h;
+  SubBlockOutput y;
+  const float *post, *comb;
   int64_t dim;
   float* out;
   __device__ float operator()(int64_t r, int64_t i) const {
     const int64_t j = i / dim, d = i % dim;
-    float s = post[r * HC + j] * y[r * dim + d];
+    const float yv = Plus ? y.y[r * dim + d] + y.plus[r * dim + d] : y.y[r * dim + d];
+    float s = post[r * HC + j] * yv;
 #pragma unroll
     for (int k = 0; k < HC; ++k) s += comb[(r * HC + k) * HC + j] * h[(r * HC + k) * dim + d];
     out[r * HC * dim + i] = s;
@@ -355,7 +369,7 @@ __global__ void __launch_bounds__(kFewRowsThreads)
 // outputs (a thread per output re-read every stream value hc times: 27% of copy bandwidth at
 // 8192 rows). Each output adds the same terms in the same order as before.
 template <int HC>
-__global__ void hc_post_kernel(const float* h, const float* y, const float* post, const float* comb, int64_t n,
+__global__ void hc_post_kernel(const float* h, SubBlockOutput y, const float* post, const float* comb, int64_t n,
                                int64_t dim, float* out) {
   wait_for_inputs();
   allow_next_kernel();
@@ -365,7 +379,7 @@ __global__ void hc_post_kernel(const float* h, const float* y, const float* post
   float v[HC];
 #pragma unroll
   for (int i = 0; i < HC; ++i) v[i] = h[(r * HC + i) * dim + d];
-  const float yv = y[r * dim + d];
+  const float yv = output_at(y, r * dim + d);
 #pragma unroll
   for (int j = 0; j < HC; ++j) {
     float s = post[r * HC + j] * yv;
@@ -378,7 +392,7 @@ __global__ void hc_post_kernel(const float* h, const float* y, const float* post
 // hc_post_kernel four columns a thread (16-byte loads and stores; the row's post and comb read
 // once for the four), for many rows: the same terms in the same order, so the same bits.
 template <int HC>
-__global__ void hc_post4_kernel(const float* h, const float* y, const float* post, const float* comb, int64_t n,
+__global__ void hc_post4_kernel(const float* h, SubBlockOutput y, const float* post, const float* comb, int64_t n,
                                 int64_t dim, float* out) {
   wait_for_inputs();
   allow_next_kernel();
@@ -388,7 +402,7 @@ __global__ void hc_post4_kernel(const float* h, const float* y, const float* pos
   float4 v[HC];
 #pragma unroll
   for (int i = 0; i < HC; ++i) v[i] = *reinterpret_cast<const float4*>(h + (r * HC + i) * dim + d);
-  const float4 yv = *reinterpret_cast<const float4*>(y + r * dim + d);
+  const float4 yv = output4_at(y, r * dim + d);
 #pragma unroll
   for (int j = 0; j < HC; ++j) {
     const float pj = post[r * HC + j];
@@ -476,7 +490,7 @@ void hc_pre(const float* h, const float* fn, const float* base, const float* sca
   launch_pre_finish(h, scratch, base, scale, norm, n, p, x, post, comb, stream);
 }
 
-void hc_post_pre(const float* h, const float* y, const float* post, const float* comb, const float* fn,
+void hc_post_pre(const float* h, SubBlockOutput y, const float* post, const float* comb, const float* fn,
                  const float* base, const float* scale, const float* norm, int64_t n, const HcParams& p,
                  float* scratch, float* out, float* x, float* next_post, float* next_comb, cudaStream_t stream) {
   check_hc(p);
@@ -487,14 +501,17 @@ void hc_post_pre(const float* h, const float* y, const float* post, const float*
     return;
   }
   with_hc(p.hc, [&](auto hc) {
-    launch_small_mix(UpdatedStreams<decltype(hc)::value>{h, y, post, comb, p.dim, out}, fn, n, int((2 + p.hc) * p.hc),
-                     p.hc * p.dim, unsigned(slice_count(p)), scratch, stream);
+    auto mix = [&](auto streams) {
+      launch_small_mix(streams, fn, n, int((2 + p.hc) * p.hc), p.hc * p.dim, unsigned(slice_count(p)), scratch, stream);
+    };
+    if (y.plus) mix(UpdatedStreams<decltype(hc)::value, true>{h, y, post, comb, p.dim, out});
+    else mix(UpdatedStreams<decltype(hc)::value, false>{h, y, post, comb, p.dim, out});
   });
   TETRA_CUDA_CHECK(cudaGetLastError());
   launch_pre_finish(out, scratch, base, scale, norm, n, p, x, next_post, next_comb, stream);
 }
 
-void hc_post(const float* h, const float* y, const float* post, const float* comb, int64_t n, int64_t hc, int64_t dim,
+void hc_post(const float* h, SubBlockOutput y, const float* post, const float* comb, int64_t n, int64_t hc, int64_t dim,
              float* out, cudaStream_t stream) {
   if (hc < 1 || hc > kMaxHc) runtime_error("cuda mHC: hc_mult ", hc, " is not supported (at most ", kMaxHc, ")");
   const int64_t total = n * dim;
@@ -502,7 +519,8 @@ void hc_post(const float* h, const float* y, const float* post, const float* com
   // Decode steps keep a thread per column (more threads for few rows); prefills take four.
   const bool quads =
       n >= kTileFrom && dim % 4 == 0 &&
-      (reinterpret_cast<uintptr_t>(h) | reinterpret_cast<uintptr_t>(y) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
+      (reinterpret_cast<uintptr_t>(h) | reinterpret_cast<uintptr_t>(y.y) | reinterpret_cast<uintptr_t>(y.plus) |
+       reinterpret_cast<uintptr_t>(out)) % 16 == 0;
   const unsigned blocks = unsigned((total / (quads ? 4 : 1) + 255) / 256);
   auto post_kernel = [&](auto one, auto four) {
     launch_early(quads ? four : one, dim3(blocks), dim3(256), 0, stream, h, y, post, comb, n, dim, out);
