@@ -90,6 +90,14 @@ Streams Backend::hc_post_pre(const Tensor& h, const Tensor& y, const Tensor* y_p
   return {std::move(updated), std::move(mix)};
 }
 
+Tensor Backend::rope_indexer_query(const Tensor& q, const Tensor& positions, const Tensor& inv_freq,
+                                   IndexerCacheDtype t, int64_t head_dim) {
+  Tensor rotated = allocate(q.shape(), q.type());
+  copy_into(rotated, q);
+  rope(rotated, positions, inv_freq, head_dim, false);
+  return indexer_query(rotated, t, head_dim);
+}
+
 void Backend::copy_into(const Tensor& dst, const Tensor& src) {
   const int64_t bytes = src.numel() * elem_bytes(src.type());
   if (bytes != dst.numel() * elem_bytes(dst.type())) runtime_error(name(), " backend copy_into: sizes differ");

@@ -197,6 +197,10 @@ class Backend {
   virtual Tensor decode_indexer(const Tensor& bytes, IndexerCacheDtype t, int64_t head_dim) = 0;
   // The indexer query as the cache type sees it (fp4: rotated and rounded like the keys).
   virtual Tensor indexer_query(const Tensor& q, IndexerCacheDtype t, int64_t head_dim) = 0;
+  // rope on every head of q (not inverse), then indexer_query, leaving q as it was: one op so that
+  // a backend can do both in one pass. The default runs the two on a copy.
+  virtual Tensor rope_indexer_query(const Tensor& q, const Tensor& positions, const Tensor& inv_freq,
+                                    IndexerCacheDtype t, int64_t head_dim);
 
  protected:
   // Storage for a tensor in this backend's memory.

@@ -387,8 +387,7 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
   Tensor selected;
   auto select = [&] {
     const int64_t ihd = c.index_head_dim, ih = c.index_n_heads;
-    be_.rope(index_q, batch.at.position, inv_freq_compressed_, ihd, false);
-    const Tensor qi = be_.indexer_query(index_q, caches_.indexer, ihd);
+    const Tensor qi = be_.rope_indexer_query(index_q, batch.at.position, inv_freq_compressed_, caches_.indexer, ihd);
     selected = be_.indexer_topk(qi, index_head_weights, keys, caches_.indexer, batch.at, ih, c.index_topk, b.ratio,
                                 1.0 / std::sqrt(double(ihd)) / std::sqrt(double(ih)));
   };

@@ -1414,6 +1414,26 @@ TEST_F(CudaOps, CacheCodecsBitIdentical) {
       EXPECT_EQ(be->gpu->download(be->gpu->decode_indexer(eg, t, d)), be->cpu->download(be->cpu->decode_indexer(ec, t, d)));
       auto query = [&](Backend& b) { return b.download(b.indexer_query(b.upload(x, {n, d}), t, d)); };
       EXPECT_EQ(query(*be->gpu), query(*be->cpu)) << "indexer query d=" << d;
+      // with rope first (3 rows of 3 heads): the fused op as rope then indexer_query, bit for bit,
+      // and q left as it was
+      std::vector<float> inv_freq(size_t(rope / 2));
+      for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * float(i) / float(rope));
+      const std::vector<int32_t> positions{0, 7, 4095};
+      auto rope_query = [&](Backend& b, bool fused) {
+        Tensor q = b.upload(x, {3, 3 * d});
+        const Tensor pos = b.upload_i32(positions, {3}), freq = b.upload(inv_freq, {rope / 2});
+        if (fused) {
+          const std::vector<float> out = b.download(b.rope_indexer_query(q, pos, freq, t, d));
+          EXPECT_EQ(b.download(q), x) << "rope_indexer_query changed its input";
+          return out;
+        }
+        b.rope(q, pos, freq, d, false);
+        return b.download(b.indexer_query(q, t, d));
+      };
+      const std::vector<float> fused = rope_query(*be->gpu, true);
+      EXPECT_EQ(fused, rope_query(*be->gpu, false)) << "rope_indexer_query d=" << d;
+      // near the CPU: a rounding apart in the rotation may move a value across a code boundary
+      EXPECT_LT(relative_difference(fused, rope_query(*be->cpu, true)), 1e-2) << "rope_indexer_query against the cpu";
     }
   }
 }

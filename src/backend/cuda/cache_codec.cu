@@ -3,6 +3,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/formats.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/rope.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -87,17 +88,10 @@ __global__ void decode_bf16_kernel(const uint8_t* bytes, int64_t count, float* o
   if (k < count) out[k] = decode_bf16(uint16_t(bytes[2 * k] | (bytes[2 * k + 1] << 8)));
 }
 
-// One block per row, the row in shared memory: the butterflies of the reference's
-// Walsh-Hadamard loop stage by stage (each value sees the same additions), then one thread per
-// 32-value block picks the scale and packs the codes.
-__global__ void encode_indexer_fp4_kernel(const float* rows, int64_t d, int64_t row_bytes, uint8_t* out) {
-  wait_for_inputs();
-  allow_next_kernel();
-  extern __shared__ float v[];
-  const float* row = rows + int64_t(blockIdx.x) * d;
-  uint8_t* o = out + int64_t(blockIdx.x) * row_bytes;
-  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) v[i] = row[i];
-  __syncthreads();
+// The row v (d values in shared memory, the whole block) through the butterflies of the
+// reference's Walsh-Hadamard loop stage by stage (each value sees the same additions), scaled by
+// 1/√d.
+__device__ void hadamard_rotate(float* v, int64_t d) {
   for (int64_t len = 1; len < d; len <<= 1) {
     for (int64_t p = threadIdx.x; p < d / 2; p += blockDim.x) {
       const int64_t j = (p / len) * 2 * len + p % len;
@@ -110,17 +104,59 @@ __global__ void encode_indexer_fp4_kernel(const float* rows, int64_t d, int64_t 
   const float norm = 1.0f / sqrtf(float(d));
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) v[i] *= norm;
   __syncthreads();
-  uint8_t* scales = o + d / 2;
+}
+
+// Each 32-value block of the row v as e2m1 codes under a power-of-two scale 2^e, a warp per
+// block and a lane per value: emit(block, i, code, e) on every lane of the warp (code 0 for i ≥ d).
+template <class Emit>
+__device__ void fp4_blocks(const float* v, int64_t d, Emit&& emit) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  for (int64_t b = warp; b * kFp4Block < d; b += blockDim.x / 32) {  // a warp per block, a lane per value
-    const int64_t begin = b * kFp4Block, i = begin + lane;
+  for (int64_t b = warp; b * kFp4Block < d; b += blockDim.x / 32) {
+    const int64_t i = b * kFp4Block + lane;
     const float x = i < d ? v[i] : 0.0f;
     const int e = ceil_log2(fmaxf(warp_max(fabsf(x)), ldexpf(6.0f, -126)) / 6.0f);
-    const uint8_t code = i < d ? encode_e2m1(x * ldexpf(1.0f, -e)) : uint8_t(0);
-    const uint8_t next = uint8_t(__shfl_down_sync(0xFFFFFFFFu, code, 1));
-    if (lane % 2 == 0 && i < d) o[i / 2] = uint8_t(code | (next << 4));
-    if (lane == 0) scales[b] = uint8_t(e + 127);
+    emit(b, i, i < d ? encode_e2m1(x * ldexpf(1.0f, -e)) : uint8_t(0), e);
   }
+}
+
+// One block per row, the row in shared memory: rotated, then one warp per 32-value block picks
+// the scale and packs the codes.
+__global__ void encode_indexer_fp4_kernel(const float* rows, int64_t d, int64_t row_bytes, uint8_t* out) {
+  wait_for_inputs();
+  allow_next_kernel();
+  extern __shared__ float v[];
+  const float* row = rows + int64_t(blockIdx.x) * d;
+  uint8_t* o = out + int64_t(blockIdx.x) * row_bytes;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) v[i] = row[i];
+  __syncthreads();
+  hadamard_rotate(v, d);
+  uint8_t* scales = o + d / 2;
+  fp4_blocks(v, d, [&](int64_t b, int64_t i, uint8_t code, int e) {
+    const uint8_t next = uint8_t(__shfl_down_sync(0xFFFFFFFFu, code, 1));
+    if (i % 2 == 0 && i < d) o[i / 2] = uint8_t(code | (next << 4));
+    if (i % kFp4Block == 0) scales[b] = uint8_t(e + 127);
+  });
+}
+
+// One block per head of a query row (rope on its last 2·half values, at the row's position),
+// then the fp4 round trip of the keys' encoding: each value its code times its block's scale,
+// the values decode_indexer_fp4 gives for encode_indexer_fp4's bytes.
+__global__ void rotated_indexer_query_fp4_kernel(const float* q, const int32_t* positions, const float* inv_freq,
+                                                 int64_t heads, int64_t d, int64_t half, float* out) {
+  wait_for_inputs();
+  allow_next_kernel();
+  extern __shared__ float v[];
+  const int64_t head_row = blockIdx.x;
+  const float position = float(positions[head_row / heads]);
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) v[i] = q[head_row * d + i];
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x)  // f32 angle, as the reference computes it
+    rotate_pair(v[d - 2 * half + 2 * i], v[d - 2 * half + 2 * i + 1], inv_freq[i] * position, false);
+  __syncthreads();
+  hadamard_rotate(v, d);
+  fp4_blocks(v, d, [&](int64_t, int64_t i, uint8_t code, int e) {
+    if (i < d) out[head_row * d + i] = decode_e2m1(code) * decode_e8m0(uint8_t(e + 127));
+  });
 }
 
 __global__ void decode_indexer_fp4_kernel(const uint8_t* bytes, int64_t n, int64_t d, int64_t row_bytes, float* out) {
@@ -166,6 +202,16 @@ void encode_indexer_fp4(const float* rows, int64_t n, int64_t d, uint8_t* out, c
   if (n == 0) return;
   launch_early(encode_indexer_fp4_kernel, dim3(unsigned(n)), dim3(128), size_t(d) * sizeof(float), stream, rows, d,
                indexer_fp4_row_bytes(d), out);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+void rotated_indexer_query_fp4(const float* q, const int32_t* positions, const float* inv_freq, int64_t half,
+                               int64_t rows, int64_t heads, int64_t d, float* out, cudaStream_t stream) {
+  if (d <= 0 || (d & (d - 1))) runtime_error("cuda indexer fp4: the Hadamard rotation needs a power-of-two size, got ", d);
+  if (2 * half > d) runtime_error("cuda indexer query: ", 2 * half, " rotated values in a head of ", d);
+  if (rows * heads == 0) return;
+  launch_early(rotated_indexer_query_fp4_kernel, dim3(unsigned(rows * heads)), dim3(128), size_t(d) * sizeof(float),
+               stream, q, positions, inv_freq, heads, d, half, out);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -598,6 +598,16 @@ class CudaBackend final : public Backend {
     const Tensor heads = q.view({q.numel() / head_dim, head_dim});
     return decode_indexer(encode_indexer(heads, t), t, head_dim).view(q.shape());
   }
+  Tensor rope_indexer_query(const Tensor& q, const Tensor& positions, const Tensor& inv_freq, IndexerCacheDtype t,
+                            int64_t head_dim) override {
+    if (t != IndexerCacheDtype::fp4) return Backend::rope_indexer_query(q, positions, inv_freq, t, head_dim);
+    expect(q.row_numel() % head_dim == 0, "rope_indexer_query", "a row is not a whole number of heads");
+    expect(positions.numel() == q.rows(), "rope_indexer_query", "one position per row is needed");
+    Tensor out = make(q.shape(), ElemType::f32);
+    cuda::rotated_indexer_query_fp4(q.data<float>(), positions.data<int32_t>(), inv_freq.data<float>(), inv_freq.numel(),
+                                    q.rows(), q.row_numel() / head_dim, head_dim, out.data<float>(), stream());
+    return out;
+  }
 
  protected:
   Tensor allocate(Shape shape, ElemType type) override { return make(std::move(shape), type); }

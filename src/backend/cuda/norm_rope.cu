@@ -3,20 +3,12 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/rope.cuh"
 
 namespace tetra::cuda {
 namespace {
 
 constexpr int kNormThreads = 512;
-
-// Rotates the pair (a, b) by angle (by -angle when inverse): the one formula of both kernels,
-// its roundings spelled out so that no kernel contracts it differently.
-__device__ __forceinline__ void rotate_pair(float& a, float& b, float angle, bool inverse) {
-  const float c = cosf(angle), s = inverse ? -sinf(angle) : sinf(angle);
-  const float a0 = a, b0 = b;
-  a = __fsub_rn(__fmul_rn(a0, c), __fmul_rn(b0, s));
-  b = __fadd_rn(__fmul_rn(b0, c), __fmul_rn(a0, s));
-}
 
 // What the norm kernels apply after the norm when Rope is set: rope on the run's last 2·half values,
 // the run being head (run % heads) of row (run / heads).
