@@ -3,9 +3,10 @@
 # Runs `tetra bench --synthetic` under Nsight Compute (each CUDA-graph node timed on its own,
 # clocks not locked; caches flushed before each kernel, or left as the previous kernel left them
 # with NCU_CACHE_CONTROL=none, nearer a real step for kernels whose inputs the previous one
-# wrote) and prints the kernels by total time. The bench runs a warm-up step and STEPS timed
-# ones, so per-step figures are totals / (STEPS + 1); its ceiling measurements (copy, 8192³
-# GEMM) show up as their own kernels.
+# wrote) and prints the kernels by total time. Only the timed decode steps are recorded (the
+# bench brackets them with cudaProfilerStart/Stop: no loading, ceilings, prefill or warm-up
+# step), so per-step figures are totals / STEPS. The kernels run one at a time under the
+# profiler: the sum is above a step's time, whose graph overlaps branches and launches.
 # Usage: tools/profile_decode.sh [TETRA_BINARY] [bench arguments...]
 set -euo pipefail
 tetra=${1:-build-gpu/src/tetra}
@@ -13,7 +14,7 @@ shift || true
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(--synthetic v4-flash --layers 4 --batch 1 --context 4096 --steps 1)
 csv=$(mktemp)
-ncu --graph-profiling node --clock-control none --cache-control "${NCU_CACHE_CONTROL:-all}" --metrics gpu__time_duration.sum --csv --page raw \
+ncu --profile-from-start off --graph-profiling node --clock-control none --cache-control "${NCU_CACHE_CONTROL:-all}" --metrics gpu__time_duration.sum --csv --page raw \
   --print-units base "$tetra" bench "${args[@]}" >"$csv" 2>/dev/null || true
 python3 - "$csv" <<'PY'
 import csv, sys, collections

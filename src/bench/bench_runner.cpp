@@ -162,6 +162,7 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
           model->resize(states.back(), ctx, o.steps + 1);
         }
         for (auto& s : states) active.push_back(&s);
+        std::optional<ProfiledRegion> profiled;  // the timed steps, for a profiler (tools/profile_decode.sh)
         for (int64_t step = 0; step <= o.steps; ++step) {
           std::vector<std::vector<int32_t>> tokens;
           for (int64_t s = 0; s < batch; ++s) tokens.push_back(random_tokens(1));
@@ -170,6 +171,7 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
           model->step(active, tokens);
           finish();
           if (step > 0) d.step_seconds.push_back(seconds_since(s0));  // step 0 warms up
+          if (step == 0) profiled.emplace(o.device);
         }
       });
       if (d.error.empty()) log << "  " << d.median_seconds() * 1e3 << " ms per step\n";

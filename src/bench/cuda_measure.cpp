@@ -1,6 +1,7 @@
 #include "bench/cuda_measure.h"
 
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <vector>
@@ -81,5 +82,9 @@ double cuda_bf16_gemm_rate(int64_t n) {
   });
   return 2.0 * double(n) * double(n) * double(n) / s;
 }
+
+void cuda_profiler_start() { TETRA_CUDA_CHECK(cudaProfilerStart()); }
+// Called from a destructor; a profiler that fails to stop costs nothing the run reports.
+void cuda_profiler_stop() noexcept { static_cast<void>(cudaProfilerStop()); }
 
 }  // namespace tetra::bench

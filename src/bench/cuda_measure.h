@@ -11,5 +11,8 @@ uint64_t cuda_device_memory();
 uint64_t cuda_memory_used();
 double cuda_copy_bandwidth();           // bytes read + written per second
 double cuda_bf16_gemm_rate(int64_t n);  // FLOP/s of an n×n×n bf16 GEMM
+// Brackets what a profiler started with collection off (ncu --profile-from-start off) records.
+void cuda_profiler_start();
+void cuda_profiler_stop() noexcept;
 
 }  // namespace tetra::bench

@@ -79,4 +79,16 @@ std::optional<uint64_t> device_memory_used(const std::string& device) {
   return std::nullopt;
 }
 
+ProfiledRegion::ProfiledRegion(const std::string& device) : cuda_(is_cuda(device)) {
+#ifdef TETRA_WITH_CUDA
+  if (cuda_) cuda_profiler_start();
+#endif
+}
+
+ProfiledRegion::~ProfiledRegion() {
+#ifdef TETRA_WITH_CUDA
+  if (cuda_) cuda_profiler_stop();
+#endif
+}
+
 }  // namespace tetra::bench

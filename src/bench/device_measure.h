@@ -26,4 +26,17 @@ Ceilings measure_ceilings(const std::string& device);
 // Memory in use on the device now (GPU only): for load progress.
 std::optional<uint64_t> device_memory_used(const std::string& device);
 
+// While alive, a profiler started with collection off records the device's work (on the GPU:
+// cudaProfilerStart/Stop, for `ncu --profile-from-start off`; nothing on the CPU).
+class ProfiledRegion {
+ public:
+  explicit ProfiledRegion(const std::string& device);
+  ~ProfiledRegion();
+  ProfiledRegion(const ProfiledRegion&) = delete;
+  ProfiledRegion& operator=(const ProfiledRegion&) = delete;
+
+ private:
+  bool cuda_ = false;
+};
+
 }  // namespace tetra::bench
