@@ -3,10 +3,12 @@
 # Runs `tetra bench --synthetic` under Nsight Compute (each CUDA-graph node timed on its own,
 # clocks not locked; caches flushed before each kernel, or left as the previous kernel left them
 # with NCU_CACHE_CONTROL=none, nearer a real step for kernels whose inputs the previous one
-# wrote) and prints the kernels by total time. Only the timed decode steps are recorded (the
-# bench brackets them with cudaProfilerStart/Stop: no loading, ceilings, prefill or warm-up
-# step), so per-step figures are totals / STEPS. The kernels run one at a time under the
-# profiler: the sum is above a step's time, whose graph overlaps branches and launches.
+# wrote) and prints the kernels by total time. Only the timed decode steps and the first timed
+# prefill are recorded (the bench brackets them with cudaProfilerStart/Stop: no loading,
+# ceilings or warm-ups), so per-step figures are totals / STEPS. For a prefill's table, add
+# `--prefill P --steps 1`: the one batch-1 decode step left in it is ~1% of a prefill's time.
+# The kernels run one at a time under the profiler: the sum is above a step's time, whose
+# graph overlaps branches and launches.
 # Usage: tools/profile_decode.sh [TETRA_BINARY] [bench arguments...]
 set -euo pipefail
 tetra=${1:-build-gpu/src/tetra}

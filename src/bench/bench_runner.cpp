@@ -130,6 +130,8 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
         SequenceState s = model->new_sequence();
         const std::vector<std::vector<int32_t>> tokens{random_tokens(o.prefill)};
         finish();
+        std::optional<ProfiledRegion> profiled;  // the first timed prefill, for a profiler
+        if (p.seconds.empty()) profiled.emplace(o.device);
         const auto s0 = Clock::now();
         model->step({&s}, tokens, LogitRows::last_of_each_sequence);  // as a server's prefill
         finish();
