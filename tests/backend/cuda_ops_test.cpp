@@ -1418,22 +1418,31 @@ TEST_F(CudaOps, CacheCodecsBitIdentical) {
       // and q left as it was
       std::vector<float> inv_freq(size_t(rope / 2));
       for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * float(i) / float(rope));
-      const std::vector<int32_t> positions{0, 7, 4095};
-      auto rope_query = [&](Backend& b, bool fused) {
-        Tensor q = b.upload(x, {3, 3 * d});
-        const Tensor pos = b.upload_i32(positions, {3}), freq = b.upload(inv_freq, {rope / 2});
+      auto rope_query_of = [&](Backend& b, bool fused, const std::vector<float>& values,
+                               const std::vector<int32_t>& positions) {
+        const int64_t rows = int64_t(positions.size());
+        Tensor q = b.upload(values, {rows, int64_t(values.size()) / rows});
+        const Tensor pos = b.upload_i32(positions, {rows}), freq = b.upload(inv_freq, {rope / 2});
         if (fused) {
           const std::vector<float> out = b.download(b.rope_indexer_query(q, pos, freq, t, d));
-          EXPECT_EQ(b.download(q), x) << "rope_indexer_query changed its input";
+          EXPECT_EQ(b.download(q), values) << "rope_indexer_query changed its input";
           return out;
         }
         b.rope(q, pos, freq, d, false);
         return b.download(b.indexer_query(q, t, d));
       };
+      auto rope_query = [&](Backend& b, bool fused) { return rope_query_of(b, fused, x, {0, 7, 4095}); };
       const std::vector<float> fused = rope_query(*be->gpu, true);
       EXPECT_EQ(fused, rope_query(*be->gpu, false)) << "rope_indexer_query d=" << d;
       // near the CPU: a rounding apart in the rotation may move a value across a code boundary
       EXPECT_LT(relative_difference(fused, rope_query(*be->cpu, true)), 1e-2) << "rope_indexer_query against the cpu";
+      // a long prefill's rows (256 of 64 heads: the CUDA backend's warp-per-head kernel), bit for bit too
+      std::vector<float> many = random_values(size_t(256 * 64 * d), rng);
+      for (size_t i = 0; i < many.size(); ++i) many[i] *= std::ldexp(1.0f, int(i % 23) - 11);
+      std::vector<int32_t> many_positions(256);
+      for (size_t r = 0; r < many_positions.size(); ++r) many_positions[r] = int32_t(37 * r);
+      EXPECT_EQ(rope_query_of(*be->gpu, true, many, many_positions), rope_query_of(*be->gpu, false, many, many_positions))
+          << "rope_indexer_query of 256 rows, d=" << d;
     }
   }
 }
