@@ -106,6 +106,15 @@ __device__ void hadamard_rotate(float* v, int64_t d) {
   __syncthreads();
 }
 
+// The exponent e of a 32-value block's power-of-two scale 2^e, from the block's largest magnitude,
+// and the value of code under it: the fp4 rule of the indexer's keys, which its queries copy.
+__device__ __forceinline__ int fp4_block_exponent(float amax) {
+  return ceil_log2(fmaxf(amax, ldexpf(6.0f, -126)) / 6.0f);
+}
+__device__ __forceinline__ float fp4_value(uint8_t code, int e) {
+  return decode_e2m1(code) * decode_e8m0(uint8_t(e + 127));
+}
+
 // Each 32-value block of the row v as e2m1 codes under a power-of-two scale 2^e, a warp per
 // block and a lane per value: emit(block, i, code, e) on every lane of the warp (code 0 for i ≥ d).
 template <class Emit>
@@ -114,7 +123,7 @@ __device__ void fp4_blocks(const float* v, int64_t d, Emit&& emit) {
   for (int64_t b = warp; b * kFp4Block < d; b += blockDim.x / 32) {
     const int64_t i = b * kFp4Block + lane;
     const float x = i < d ? v[i] : 0.0f;
-    const int e = ceil_log2(fmaxf(warp_max(fabsf(x)), ldexpf(6.0f, -126)) / 6.0f);
+    const int e = fp4_block_exponent(warp_max(fabsf(x)));
     emit(b, i, i < d ? encode_e2m1(x * ldexpf(1.0f, -e)) : uint8_t(0), e);
   }
 }
@@ -155,7 +164,7 @@ __global__ void rotated_indexer_query_fp4_kernel(const float* q, const int32_t* 
   __syncthreads();
   hadamard_rotate(v, d);
   fp4_blocks(v, d, [&](int64_t, int64_t i, uint8_t code, int e) {
-    if (i < d) out[head_row * d + i] = decode_e2m1(code) * decode_e8m0(uint8_t(e + 127));
+    if (i < d) out[head_row * d + i] = fp4_value(code, e);
   });
 }
 
@@ -216,10 +225,10 @@ __global__ void __launch_bounds__(kQueryWarps * 32)
   }
 #pragma unroll
   for (int off = kBlockLanes / 2; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
-  const int e = ceil_log2(fmaxf(amax, ldexpf(6.0f, -126)) / 6.0f);
-  const float inv = ldexpf(1.0f, -e), scale = decode_e8m0(uint8_t(e + 127));
+  const int e = fp4_block_exponent(amax);
+  const float inv = ldexpf(1.0f, -e);
 #pragma unroll
-  for (int i = 0; i < V; ++i) out[head_row * d + lane * V + i] = decode_e2m1(encode_e2m1(v[i] * inv)) * scale;
+  for (int i = 0; i < V; ++i) out[head_row * d + lane * V + i] = fp4_value(encode_e2m1(v[i] * inv), e);
 }
 
 __global__ void decode_indexer_fp4_kernel(const uint8_t* bytes, int64_t n, int64_t d, int64_t row_bytes, float* out) {
