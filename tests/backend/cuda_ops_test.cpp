@@ -1053,10 +1053,15 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
     ASSERT_EQ(exact.slots, cpu.slots);
     ASSERT_EQ(fast.slots, cpu.slots);
     for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(cpu.slots[i], int32_t(i));
-    for (int64_t layer : {0, 1, 2}) {
+    // unit 2^16 (keys that large, queries that small, the same scores): fp8 scales above 2^7,
+    // which the tensor-core kernel decodes on its f32 path
+    for (const auto& [layer, unit] :
+         std::initializer_list<std::pair<int64_t, float>>{{0, 1.0f}, {1, 1.0f}, {2, 1.0f}, {1, 65536.0f}}) {
+      if (unit != 1.0f && kvt != KvCacheDtype::fp8) continue;
       const int64_t ratio = c.compress_ratios[size_t(layer)];
       const int64_t heads = layer == 0 ? 80 : 64;  // 80: a second, partial group of 64 heads
-      const std::string where = "kv " + std::to_string(int(kvt)) + " layer " + std::to_string(layer);
+      const std::string where =
+          "kv " + std::to_string(int(kvt)) + " layer " + std::to_string(layer) + " unit " + std::to_string(unit);
       // the cached state: each sequence's ring, then its entries (CSA: those it may pick)
       std::vector<int32_t> fill_at[2];
       for (size_t i = 0; i < seqs.size(); ++i) {
@@ -1069,7 +1074,7 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
         for (int64_t e = 0; e < stored; ++e) add(fill_at[1], (e + 1) * ratio - 1, 0);
       }
       std::vector<float> fill_values[2];
-      for (int f = 0; f < 2; ++f) fill_values[f] = random_values(fill_at[f].size() / 5 * size_t(d), rng);
+      for (int f = 0; f < 2; ++f) fill_values[f] = random_values(fill_at[f].size() / 5 * size_t(d), rng, unit);
       auto fill = [&](PagedSide& side) {
         Backend& b = side.be;
         for (int f = 0; f < 2; ++f) {
@@ -1086,7 +1091,8 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
       for (PagedSide* side : {&cpu, &exact, &fast}) fill(*side);
 
       // the step: kv rows, queries, sinks, picks (every eighth none; none at all before the first entry)
-      const auto kv = random_values(size_t(n * d), rng), q = random_values(size_t(n * heads * d), rng);
+      const auto kv = random_values(size_t(n * d), rng, unit);
+      const auto q = random_values(size_t(n * heads * d), rng, 1.0f / unit);
       const auto sinks = random_values(size_t(heads), rng);
       std::vector<int32_t> selected(size_t(n * k), -1);
       for (int64_t r = 0; r < n; ++r)

@@ -148,8 +148,20 @@ __device__ __forceinline__ uint4 bf16_chunk(const uint8_t* row, int c, RowFormat
         return {lo.x, lo.y, hi.x, hi.y};
       }
       const uint2 codes = *reinterpret_cast<const uint2*>(row + 8 * c);
-      const float scale = decode_e8m0(row[nope + 2 * rope_dim + 8 * c / 64]);
+      const uint8_t e = row[nope + 2 * rope_dim + 8 * c / 64];
       uint32_t w[4];
+      // An e4m3 code's bits moved into a bf16 are its value times 2^-120 (subnormals too), so one
+      // bf16 multiply by 2^(e-7) = 2^120·2^(e-127) rounds the exact product once, as the f32 path
+      // below does; that path keeps the rare scales above 2^7 and NaN codes (0x7F, 0xFF).
+      const uint32_t nan_codes = __vcmpeq4(codes.x | 0x80808080u, 0xFFFFFFFFu) | __vcmpeq4(codes.y | 0x80808080u, 0xFFFFFFFFu);
+      if (e < 135 && !nan_codes) {
+        const uint32_t factor = bf16x2_splat(uint16_t((e + 120) << 7));
+#pragma unroll
+        for (int i = 0; i < 4; ++i)  // codes 2i, 2i+1 spread to bytes 0 and 2, then as one bf16 pair
+          w[i] = bf16x2_mul(fp8_pair_even(__byte_perm(i < 2 ? codes.x : codes.y, 0, i % 2 ? 0x4342 : 0x4140)), factor);
+        return {w[0], w[1], w[2], w[3]};
+      }
+      const float scale = decode_e8m0(e);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const uint32_t word = i < 2 ? codes.x : codes.y;

@@ -156,15 +156,15 @@ __device__ __forceinline__ float4 load4(const float* p) { return __ldg(reinterpr
 __device__ __forceinline__ float at(const float4& v, int q) { return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w; }
 
 // pairs[s][q] = p(c + q) + p(c + 16 + q) for the 4 columns from c (the butterfly's first level):
-// p(c) = w_s(c)·x(c), where w_s is the slice of fn's row of sum slot s in shared memory, or x
-// itself for Σv² (rows[s] == nullptr). Past the row both x and the slice hold zeros.
+// p(c) = w_s(c)·x(c), where w_s is the row of sum slot s in shared memory: a slice of fn's row, or
+// the lane's x itself for Σv². Past the row both x and the slice hold zeros.
 __device__ __forceinline__ void first_level(const float* x, const float* const (&rows)[kSumsPerWarp], int c,
                                             float (&pairs)[kSumsPerWarp][4]) {
   const float4 lo = *reinterpret_cast<const float4*>(x + c), hi = *reinterpret_cast<const float4*>(x + c + 16);
 #pragma unroll
   for (int s = 0; s < kSumsPerWarp; ++s) {
-    const float4 wl = !rows[s] ? lo : *reinterpret_cast<const float4*>(rows[s] + c);
-    const float4 wh = !rows[s] ? hi : *reinterpret_cast<const float4*>(rows[s] + c + 16);
+    const float4 wl = *reinterpret_cast<const float4*>(rows[s] + c);
+    const float4 wh = *reinterpret_cast<const float4*>(rows[s] + c + 16);
 #pragma unroll
     for (int q = 0; q < 4; ++q)
       pairs[s][q] = __fadd_rn(fmaf(at(wl, q), at(lo, q), 0.0f), fmaf(at(wh, q), at(hi, q), 0.0f));
@@ -195,17 +195,18 @@ __global__ void __launch_bounds__(kTileWarps * 32)
   // 32·group + lane.
   const int group = threadIdx.x / 32 / kGroupWarps, warp = threadIdx.x / 32 % kGroupWarps, lane = threadIdx.x & 31;
   const int row = 32 * group + lane;
+  const float* x = tile + row * kTilePitch;
+  // Every slot reads a row, so the loop has no branch: Σv²'s is x, unused slots past it read fn's first.
   int sum_of[kSumsPerWarp];
   const float* rows[kSumsPerWarp];
 #pragma unroll
   for (int s = 0; s < kSumsPerWarp; ++s) {
     const int i = warp * kSumsPerWarp + s;
     sum_of[s] = i < mix ? i : i == mix ? kMaxMix : -1;
-    rows[s] = i < mix ? fn_slice + i * kSliceLength : nullptr;
+    rows[s] = i < mix ? fn_slice + i * kSliceLength : i == mix ? x : fn_slice;
   }
   float slice_sum[kSumsPerWarp] = {};
   if (warp * kSumsPerWarp <= mix) {
-    const float* x = tile + row * kTilePitch;
     for (int g = 0; g < kSliceLength / 32; ++g) {
       const int c = 32 * g;
       // the butterfly's levels 2-5: (c+i) with (c+i+8), then +4, +2, +1
