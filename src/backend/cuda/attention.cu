@@ -117,7 +117,8 @@ struct TcShared {
   float scores[G][kScoreStride];   // scaled by log2(e): the softmax runs in base 2
   uint16_t probs[G][kProbStride];  // bf16
   float factor[G];                 // per head: the tile's rescale of O, at the end its normalization
-  uint8_t stage_valid[kTileKeys], tile_valid[kTileKeys];
+  alignas(16) uint8_t stage_valid[kTileKeys];
+  alignas(16) uint8_t tile_valid[kTileKeys];  // read 16 at a time by the softmax threads
   uint8_t stage[kStageBytes];  // stored rows, row_bytes apart
 };
 static_assert(sizeof(TcShared<kPrefillHeads>) <= 227 * 1024, "above the opt-in shared memory of sm_90 and sm_100");
@@ -136,46 +137,72 @@ __host__ __device__ int64_t split_count(int64_t keys) {
   return (tiles_of(keys) + split_tiles(keys) - 1) / split_tiles(keys);
 }
 
-// Elements 8c .. 8c+7 of a stored row as bf16 (exact for bf16 and fp8_kv, f32 rounded to nearest).
-__device__ __forceinline__ uint4 bf16_chunk(const uint8_t* row, int c, RowFormat f, int d, int rope_dim) {
-  switch (f) {
-    case RowFormat::bf16: return *reinterpret_cast<const uint4*>(row + 16 * c);
-    case RowFormat::fp8_kv: {
-      const int nope = d - rope_dim;
-      if (8 * c >= nope) {  // rope dims: bf16, 8-byte aligned
-        const uint2* b = reinterpret_cast<const uint2*>(row + nope + 2 * (8 * c - nope));
-        const uint2 lo = b[0], hi = b[1];
-        return {lo.x, lo.y, hi.x, hi.y};
-      }
-      const uint2 codes = *reinterpret_cast<const uint2*>(row + 8 * c);
-      const uint8_t e = row[nope + 2 * rope_dim + 8 * c / 64];
-      uint32_t w[4];
-      // An e4m3 code's bits moved into a bf16 are its value times 2^-120 (subnormals too), so one
-      // bf16 multiply by 2^(e-7) = 2^120·2^(e-127) rounds the exact product once, as the f32 path
-      // below does; that path keeps the rare scales above 2^7 and NaN codes (0x7F, 0xFF).
-      const uint32_t nan_codes = __vcmpeq4(codes.x | 0x80808080u, 0xFFFFFFFFu) | __vcmpeq4(codes.y | 0x80808080u, 0xFFFFFFFFu);
-      if (e < 135 && !nan_codes) {
-        const uint32_t factor = bf16x2_splat(uint16_t((e + 120) << 7));
+// Elements 8c .. 8c+7 (8c < d) of a stored row of format F as bf16 (exact for bf16 and fp8_kv,
+// f32 rounded to nearest).
+template <RowFormat F>
+__device__ __forceinline__ uint4 bf16_chunk(const uint8_t* row, int c, int d, int rope_dim) {
+  if constexpr (F == RowFormat::bf16) {
+    return *reinterpret_cast<const uint4*>(row + 16 * c);
+  } else if constexpr (F == RowFormat::fp8_kv) {
+    const int nope = d - rope_dim;
+    if (8 * c >= nope) {  // rope dims: bf16, 8-byte aligned
+      const uint2* b = reinterpret_cast<const uint2*>(row + nope + 2 * (8 * c - nope));
+      const uint2 lo = b[0], hi = b[1];
+      return {lo.x, lo.y, hi.x, hi.y};
+    }
+    const uint2 codes = *reinterpret_cast<const uint2*>(row + 8 * c);
+    const uint8_t e = row[nope + 2 * rope_dim + 8 * c / 64];
+    uint32_t w[4];
+    // An e4m3 code's bits moved into a bf16 are its value times 2^-120 (subnormals too), so one
+    // bf16 multiply by 2^(e-7) = 2^120·2^(e-127) rounds the exact product once, as the f32 path
+    // below does; that path keeps the rare scales above 2^7 and NaN codes (0x7F, 0xFF: their low
+    // seven bits plus one carry into bit 7, which no other code's do).
+    const uint32_t nan_bits =
+        (((codes.x & 0x7F7F7F7Fu) + 0x01010101u) | ((codes.y & 0x7F7F7F7Fu) + 0x01010101u)) & 0x80808080u;
+    if (e < 135 && !nan_bits) {
+      const uint32_t factor = bf16x2_splat(uint16_t((e + 120) << 7));
 #pragma unroll
-        for (int i = 0; i < 4; ++i)  // codes 2i, 2i+1 spread to bytes 0 and 2, then as one bf16 pair
-          w[i] = bf16x2_mul(fp8_pair_even(__byte_perm(i < 2 ? codes.x : codes.y, 0, i % 2 ? 0x4342 : 0x4140)), factor);
-        return {w[0], w[1], w[2], w[3]};
-      }
-      const float scale = decode_e8m0(e);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint32_t word = i < 2 ? codes.x : codes.y;
-        const int shift = 16 * (i % 2);
-        w[i] = bf16x2_pack(decode_e4m3(uint8_t(word >> shift)) * scale, decode_e4m3(uint8_t(word >> (shift + 8))) * scale);
-      }
+      for (int i = 0; i < 4; ++i)  // codes 2i, 2i+1 spread to bytes 0 and 2, then as one bf16 pair
+        w[i] = bf16x2_mul(fp8_pair_even(__byte_perm(i < 2 ? codes.x : codes.y, 0, i % 2 ? 0x4342 : 0x4140)), factor);
       return {w[0], w[1], w[2], w[3]};
     }
-    default: {  // f32
-      const float4* v = reinterpret_cast<const float4*>(row + 32 * c);
-      const float4 a = v[0], b = v[1];
-      return {bf16x2_pack(a.x, a.y), bf16x2_pack(a.z, a.w), bf16x2_pack(b.x, b.y), bf16x2_pack(b.z, b.w)};
+    const float scale = decode_e8m0(e);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t word = i < 2 ? codes.x : codes.y;
+      const int shift = 16 * (i % 2);
+      w[i] = bf16x2_pack(decode_e4m3(uint8_t(word >> shift)) * scale, decode_e4m3(uint8_t(word >> (shift + 8))) * scale);
     }
+    return {w[0], w[1], w[2], w[3]};
+  } else {
+    static_assert(F == RowFormat::f32, "the key rows' formats");
+    const float4* v = reinterpret_cast<const float4*>(row + 32 * c);
+    const float4 a = v[0], b = v[1];
+    return {bf16x2_pack(a.x, a.y), bf16x2_pack(a.z, a.w), bf16x2_pack(b.x, b.y), bf16x2_pack(b.z, b.w)};
   }
+}
+
+// A round's stored rows (stage, row_bytes apart) into the bf16 key tile from row key0: warp w
+// takes rows w, w + kTcWarps, ..., a lane every 32nd 16-byte chunk; empty picks and dims past d
+// are zeros. The format is a template argument: decided per chunk, it cost a fifth of the
+// kernel's instructions. Returns whether this thread wrote any key.
+template <RowFormat F>
+__device__ __forceinline__ bool decode_round(const uint8_t* stage, const uint8_t* stage_valid, int row_bytes,
+                                             int round_keys, int key0, int d, int rope_dim, int dim_chunks,
+                                             uint8_t* keys, uint8_t* tile_valid) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  bool any = false;
+  for (int kk = warp; kk < round_keys; kk += kTcWarps) {
+    const bool ok = stage_valid[kk];
+    const uint8_t* row = stage + kk * row_bytes;
+#pragma unroll 2
+    for (int c = lane; c < dim_chunks; c += 32)
+      *reinterpret_cast<uint4*>(keys + swizzled_chunk<kTileRowBytes>(key0 + kk, c)) =
+          ok && 8 * c < d ? bf16_chunk<F>(row, c, d, rope_dim) : make_uint4(0, 0, 0, 0);
+    if (lane == 0) tile_valid[key0 + kk] = ok;
+    any |= ok;
+  }
+  return any;
 }
 
 // Block (row, group of G heads, split): the split's tiles of the row's key list. Per tile:
@@ -285,14 +312,23 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     cp_async_wait_all();
     __syncthreads();  // every thread's copies have landed; the previous tile is done with the keys
     const int key0 = int(u % rounds_per_tile) * round_keys;
-    for (int kk = warp; kk < round_keys; kk += kTcWarps) {
-      const bool ok = sh.stage_valid[kk];
-      const uint8_t* row = sh.stage + kk * row_bytes;
-      for (int c = lane; c < dim_chunks; c += 32)
-        *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sh.keys) + swizzled_chunk<kTileRowBytes>(key0 + kk, c)) =
-            ok && 8 * c < d ? bf16_chunk(row, c, p.format, d, int(p.rope_dim)) : make_uint4(0, 0, 0, 0);
-      if (lane == 0) sh.tile_valid[key0 + kk] = ok;
-      tile_has_keys |= ok;
+    {
+      uint8_t* tile = reinterpret_cast<uint8_t*>(sh.keys);
+      const int rope_dim = int(p.rope_dim);
+      switch (p.format) {
+        case RowFormat::fp8_kv:
+          tile_has_keys |= decode_round<RowFormat::fp8_kv>(sh.stage, sh.stage_valid, row_bytes, round_keys, key0, d,
+                                                           rope_dim, dim_chunks, tile, sh.tile_valid);
+          break;
+        case RowFormat::bf16:
+          tile_has_keys |= decode_round<RowFormat::bf16>(sh.stage, sh.stage_valid, row_bytes, round_keys, key0, d,
+                                                         rope_dim, dim_chunks, tile, sh.tile_valid);
+          break;
+        default:
+          tile_has_keys |= decode_round<RowFormat::f32>(sh.stage, sh.stage_valid, row_bytes, round_keys, key0, d,
+                                                        rope_dim, dim_chunks, tile, sh.tile_valid);
+          break;
+      }
     }
     // the stage is free, the keys are in the tile; a tile of empty picks only (the tail of an
     // early CSA row's list) would change nothing: skip it
@@ -317,16 +353,29 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       float s[2 * kPairs][4] = {};
       const int a_row = 16 * mt + (lane & 15), a_chunk = lane >> 4;
       const int b_key = kScoreKeys * part + (lane & 7) + 8 * (lane >> 4), b_chunk = (lane >> 3) & 1;
-#pragma unroll 2
-      for (int ks = 0; ks < (d + 15) / 16; ++ks) {
-        uint32_t a[4];
-        ldmatrix_x4(a, q_tile + swizzled_chunk<kTileRowBytes>(a_row, 2 * ks + a_chunk));
+      // The swizzle changes a chunk index's low 3 bits only, so k-step ks + 4 reads 128 bytes past
+      // k-step ks: four addresses a lane, then constant offsets (computed per step, they were half
+      // of this loop's instructions).
+      uint32_t a_at[4], b_at[4];
 #pragma unroll
-        for (int pair = 0; pair < kPairs; ++pair) {
-          uint32_t b[4];
-          ldmatrix_x4(b, key_tile + swizzled_chunk<kTileRowBytes>(b_key + 16 * pair, 2 * ks + b_chunk));
-          mma_bf16(s[2 * pair], a, b[0], b[1]);
-          mma_bf16(s[2 * pair + 1], a, b[2], b[3]);
+      for (int j = 0; j < 4; ++j) {
+        a_at[j] = q_tile + swizzled_chunk<kTileRowBytes>(a_row, 2 * j + a_chunk);
+        b_at[j] = key_tile + swizzled_chunk<kTileRowBytes>(b_key, 2 * j + b_chunk);
+      }
+      const int ksteps = (d + 15) / 16;
+      for (int k4 = 0; k4 < ksteps; k4 += 4) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if (k4 + j >= ksteps) break;
+          uint32_t a[4];
+          ldmatrix_x4(a, a_at[j] + 32 * k4);
+#pragma unroll
+          for (int pair = 0; pair < kPairs; ++pair) {
+            uint32_t b[4];
+            ldmatrix_x4(b, b_at[j] + 32 * k4 + 16 * pair * kTileRowBytes);
+            mma_bf16(s[2 * pair], a, b[0], b[1]);
+            mma_bf16(s[2 * pair + 1], a, b[2], b[3]);
+          }
         }
       }
 #pragma unroll
@@ -347,10 +396,12 @@ __global__ void __launch_bounds__(kTcThreads, 1)
         const float4 v = *reinterpret_cast<const float4*>(&sh.scores[soft_head][16 * soft_part + 4 * i]);
         z[4 * i] = v.x, z[4 * i + 1] = v.y, z[4 * i + 2] = v.z, z[4 * i + 3] = v.w;
       }
+      const uint4 valid = *reinterpret_cast<const uint4*>(&sh.tile_valid[16 * soft_part]);
+      const uint32_t valid_words[4] = {valid.x, valid.y, valid.z, valid.w};
       float top = -INFINITY;
 #pragma unroll
       for (int i = 0; i < 16; ++i) {
-        if (!sh.tile_valid[16 * soft_part + i]) z[i] = -INFINITY;
+        if (!((valid_words[i / 4] >> (8 * (i % 4))) & 0xFFu)) z[i] = -INFINITY;
         top = fmaxf(top, z[i]);
       }
       top = fmaxf(top, __shfl_xor_sync(0xFFFFFFFFu, top, 1));

@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/reduce.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/shared_tiles.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -152,7 +153,6 @@ constexpr int kTileWarps = kRowGroups * kGroupWarps;
 constexpr int kTilePitch = kSliceLength + 4;  // a quarter warp's float4 reads fall on distinct banks
 static_assert(kSliceLength % 32 == 0, "the slice is whole 32-column groups");
 
-__device__ __forceinline__ float4 load4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
 __device__ __forceinline__ float at(const float4& v, int q) { return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w; }
 
 // pairs[s][q] = p(c + q) + p(c + 16 + q) for the 4 columns from c (the butterfly's first level):
@@ -179,17 +179,19 @@ __global__ void __launch_bounds__(kTileWarps * 32)
   float* fn_slice = tile + kTileRows * kTilePitch;
   const int64_t r0 = int64_t(blockIdx.x) * kTileRows, slice = blockIdx.y, slices = gridDim.y;
   const int64_t begin = slice * kSliceLength, end = min(begin + kSliceLength, flat);
+  // cp.async: every copy of the block in flight at once, none held in registers
+  const uint32_t tile_at = shared_address(tile), fn_at = shared_address(fn_slice);
   for (int t = threadIdx.x; t < kTileRows * kSliceLength / 4; t += blockDim.x) {
     const int row = t / (kSliceLength / 4), c = 4 * (t % (kSliceLength / 4));
     const bool inside = r0 + row < n && begin + c < end;  // end - begin is a multiple of 4
-    *reinterpret_cast<float4*>(tile + row * kTilePitch + c) =
-        inside ? load4(h + (r0 + row) * flat + begin + c) : make_float4(0, 0, 0, 0);
+    cp_async_16(tile_at + 4 * (row * kTilePitch + c), inside ? h + (r0 + row) * flat + begin + c : h, inside);
   }
   for (int t = threadIdx.x; t < mix * kSliceLength / 4; t += blockDim.x) {
     const int row = t / (kSliceLength / 4), c = 4 * (t % (kSliceLength / 4));
-    *reinterpret_cast<float4*>(fn_slice + row * kSliceLength + c) =
-        begin + c < end ? load4(fn + row * flat + begin + c) : make_float4(0, 0, 0, 0);
+    cp_async_16(fn_at + 4 * (row * kSliceLength + c), begin + c < end ? fn + row * flat + begin + c : fn, begin + c < end);
   }
+  cp_async_commit();
+  cp_async_wait_all();
   __syncthreads();
   // Sum slot s of this warp is the (warp·kSumsPerWarp + s)-th sum (mix k < mix, then Σv²) of row
   // 32·group + lane.
