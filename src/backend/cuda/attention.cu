@@ -312,23 +312,15 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     cp_async_wait_all();
     __syncthreads();  // every thread's copies have landed; the previous tile is done with the keys
     const int key0 = int(u % rounds_per_tile) * round_keys;
-    {
-      uint8_t* tile = reinterpret_cast<uint8_t*>(sh.keys);
-      const int rope_dim = int(p.rope_dim);
-      switch (p.format) {
-        case RowFormat::fp8_kv:
-          tile_has_keys |= decode_round<RowFormat::fp8_kv>(sh.stage, sh.stage_valid, row_bytes, round_keys, key0, d,
-                                                           rope_dim, dim_chunks, tile, sh.tile_valid);
-          break;
-        case RowFormat::bf16:
-          tile_has_keys |= decode_round<RowFormat::bf16>(sh.stage, sh.stage_valid, row_bytes, round_keys, key0, d,
-                                                         rope_dim, dim_chunks, tile, sh.tile_valid);
-          break;
-        default:
-          tile_has_keys |= decode_round<RowFormat::f32>(sh.stage, sh.stage_valid, row_bytes, round_keys, key0, d,
-                                                        rope_dim, dim_chunks, tile, sh.tile_valid);
-          break;
-      }
+    const auto decode = [&](auto format) {
+      tile_has_keys |= decode_round<decltype(format)::value>(sh.stage, sh.stage_valid, row_bytes, round_keys, key0, d,
+                                                             int(p.rope_dim), dim_chunks,
+                                                             reinterpret_cast<uint8_t*>(sh.keys), sh.tile_valid);
+    };
+    switch (p.format) {
+      case RowFormat::fp8_kv: decode(std::integral_constant<RowFormat, RowFormat::fp8_kv>{}); break;
+      case RowFormat::bf16: decode(std::integral_constant<RowFormat, RowFormat::bf16>{}); break;
+      default: decode(std::integral_constant<RowFormat, RowFormat::f32>{}); break;
     }
     // the stage is free, the keys are in the tile; a tile of empty picks only (the tail of an
     // early CSA row's list) would change nothing: skip it
