@@ -2,7 +2,9 @@
 """Summarize an `ncu --page source --csv --print-source sass` export: instruction mix (share of
 executed instructions and of stall samples per opcode) and the hottest straight-line regions
 (runs of instructions with one execution count), to map back to the source by reading the SASS."""
-import collections, csv, gzip, re, sys
+import collections, csv, gzip, re, signal, sys
+
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
 
 rows = list(csv.reader(gzip.open(sys.argv[1], "rt") if sys.argv[1].endswith(".gz") else open(sys.argv[1])))
 header, data = rows[1], rows[2:]
