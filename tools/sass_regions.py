@@ -28,7 +28,7 @@ def sections(rows):
 def summarize(name, header, data):
     col = {h: i for i, h in enumerate(header)}
     E, S, SRC = col["Instructions Executed"], col["Warp Stall Sampling (All Samples)"], col["Source"]
-    number = lambda r, c: int(r[c] or 0) if c < len(r) and r[c].strip().isdigit() else 0
+    number = lambda r, c: int(r[c]) if c < len(r) and r[c].strip().isdigit() else 0
     ex = [number(r, E) for r in data]
     st = [number(r, S) for r in data]
     te, ts = sum(ex) or 1, sum(st) or 1
