@@ -3,8 +3,9 @@
 //   - exact (f32 numerics): a block per (row, head), every product and sum in f32;
 //   - tensor cores (bf16 numerics): a block per (row, 64 heads; 16 for decode) walks the row's
 //     keys in tiles of 64: each tile is copied once into shared memory (cp.async, a tile ahead), decoded once to
-//     bf16 (exact for bf16 and fp8 rows), and serves every head through mma.sync: S = Q·Kᵀ with
-//     the heads as M, an f32 online softmax, O += P·K (the same tile read transposed). Rows of
+//     bf16 (exact for bf16 and fp8 rows), and serves every head through warpgroup MMA (sm_90a):
+//     Sᵀ = K·Qᵀ with the keys as M, an f32 online softmax, Oᵀ += Kᵀ·Pᵀ (the same tile read
+//     transposed, the dims as M). Rows of
 //     short runs (decode) split their keys over blocks by a rule of the key count alone, and a
 //     second kernel combines the splits in order: no float atomics, nothing depends on the batch.
 #include <cuda_bf16.h>
@@ -17,6 +18,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/shared_tiles.cuh"
+#include "backend/cuda/wgmma.cuh"
 
 namespace tetra::cuda {
 namespace {
@@ -101,30 +103,44 @@ constexpr int kTcWarps = 8, kTcThreads = 32 * kTcWarps;
 // the q rows, mmas and output (64-head blocks took ~23 µs for one row's one or two tiles).
 constexpr int kPrefillHeads = 64, kDecodeHeads = 16;
 constexpr int64_t kFewRows = 8;
-constexpr int kTileKeys = 64;            // keys per tile: S and P are [64 heads, 64 keys]
+constexpr int kTileKeys = 64;            // keys per tile: S and P are [G heads, 64 keys]
 constexpr int kDimChunks = kMaxDim / 8;  // 16-byte chunks of a bf16 row
-constexpr int kTileRowBytes = 2 * kMaxDim;
 constexpr int kStageBytes = 64 * 1024;  // stored key rows in flight: a tile of bf16 or fp8 rows, half a tile of f32
-constexpr int kScoreStride = 72;        // floats per S row: an mma fragment's stores hit distinct banks
-constexpr int kProbStride = 72;         // bf16 per P row (144 bytes): ldmatrix rows on distinct banks
+constexpr int kScoreStride = 68;        // floats per S row: the transposed fragments' stores hit distinct banks
 // A row of short runs splits its key list into at most kMaxSplits blocks of whole tiles.
 constexpr int64_t kMaxSplits = 16;
 
+// The bf16 tiles (q: G rows, keys: 64 rows, of up to 512 values; P: G rows of 64) in the layout
+// warpgroup MMA reads (wgmma.cuh): 64-value column blocks of Rows 128-byte rows one after the
+// other, 16-byte unit u of row r at unit u ^ (r % 8). ldmatrix's 8 rows of one unit, and a row's
+// 8 units, each fall on all 32 banks once.
+template <int Rows>
+__device__ __forceinline__ uint32_t tile_chunk(int row, int chunk) {
+  return uint32_t(chunk / 8) * (Rows * 128) + uint32_t(row) * 128 + (uint32_t((chunk % 8) ^ (row % 8)) << 4);
+}
+
 template <int G>
 struct TcShared {
-  uint4 q[G * kDimChunks];  // bf16, swizzled rows (shared_tiles.cuh)
-  uint4 keys[kTileKeys * kDimChunks];
-  float scores[G][kScoreStride];   // scaled by log2(e): the softmax runs in base 2
-  uint16_t probs[G][kProbStride];  // bf16
-  float factor[G];                 // per head: the tile's rescale of O, at the end its normalization
+  uint4 q[G * kDimChunks];  // bf16 (tile_chunk<G>)
+  uint4 keys[kTileKeys * kDimChunks];  // bf16 (tile_chunk<kTileKeys>)
+  uint4 probs[G * kTileKeys / 8];      // bf16 (tile_chunk<G>, one column block)
+  float scores[G][kScoreStride];       // scaled by log2(e): the softmax runs in base 2
+  float factor[G];                     // per head: the tile's rescale of O, at the end its normalization
   alignas(16) uint8_t stage_valid[kTileKeys];
   alignas(16) uint8_t tile_valid[kTileKeys];  // read 16 at a time by the softmax threads
   uint8_t stage[kStageBytes];  // stored rows, row_bytes apart
 };
-static_assert(sizeof(TcShared<kPrefillHeads>) <= 227 * 1024, "above the opt-in shared memory of sm_90 and sm_100");
-static_assert(offsetof(TcShared<kPrefillHeads>, probs) % 16 == 0 && offsetof(TcShared<kPrefillHeads>, stage) % 16 == 0 &&
-                  offsetof(TcShared<kDecodeHeads>, probs) % 16 == 0 && offsetof(TcShared<kDecodeHeads>, stage) % 16 == 0,
-              "16-byte rows");
+// The tiles need 1024-byte alignment (the swizzle's pattern repeats every 8 rows of 128 bytes):
+// the kernel rounds the dynamic shared memory's start up, so it asks for that much more.
+template <int G>
+constexpr size_t tc_shared_bytes() {
+  return sizeof(TcShared<G>) + 1024;
+}
+static_assert(tc_shared_bytes<kPrefillHeads>() <= 227 * 1024, "above the opt-in shared memory of sm_90 and sm_100");
+static_assert(offsetof(TcShared<kPrefillHeads>, keys) % 1024 == 0 && offsetof(TcShared<kPrefillHeads>, probs) % 1024 == 0 &&
+                  offsetof(TcShared<kDecodeHeads>, keys) % 1024 == 0 && offsetof(TcShared<kDecodeHeads>, probs) % 1024 == 0 &&
+                  offsetof(TcShared<kPrefillHeads>, stage) % 16 == 0 && offsetof(TcShared<kDecodeHeads>, stage) % 16 == 0,
+              "tiles at 1024 bytes, stage rows at 16");
 
 __host__ __device__ int64_t tiles_of(int64_t keys) { return (keys + kTileKeys - 1) / kTileKeys; }
 // Tiles per split: the fewest that keep the splits at kMaxSplits; a rule of the key count alone,
@@ -197,7 +213,7 @@ __device__ __forceinline__ bool decode_round(const uint8_t* stage, const uint8_t
     const uint8_t* row = stage + kk * row_bytes;
 #pragma unroll 2
     for (int c = lane; c < dim_chunks; c += 32)
-      *reinterpret_cast<uint4*>(keys + swizzled_chunk<kTileRowBytes>(key0 + kk, c)) =
+      *reinterpret_cast<uint4*>(keys + tile_chunk<kTileKeys>(key0 + kk, c)) =
           ok && 8 * c < d ? bf16_chunk<F>(row, c, d, rope_dim) : make_uint4(0, 0, 0, 0);
     if (lane == 0) tile_valid[key0 + kk] = ok;
     any |= ok;
@@ -205,10 +221,11 @@ __device__ __forceinline__ bool decode_round(const uint8_t* stage, const uint8_t
   return any;
 }
 
-// Block (row, group of G heads, split): the split's tiles of the row's key list. Per tile:
-// S for 16 heads × 32 keys per warp (16 keys per warp, 4 warps, when G is 16), the softmax by 4
-// threads per head (each head's running max and sum stay in those threads' registers), then O
-// for all heads × 64 dims per warp. Key rows
+// Block (row, group of G heads, split): the split's tiles of the row's key list. Per tile: S for
+// 32 heads × 64 keys per warpgroup (16 heads, the first warpgroup alone, when G is 16), the
+// softmax by 4 threads per head (each head's running max and sum stay in those threads'
+// registers), then O for all heads × 256 dims per warpgroup. The heads are the products' n in
+// both, so the two groupings compute every value by the same instructions: the same bits. Key rows
 // travel by cp.async into the stage a round ahead of their use (a round: a tile, or half a tile
 // of f32 rows); the loads that find them (the CSA pick, the block table) run two and one rounds
 // ahead. Heads past the model's and dims past d are zeros in the tiles and never written.
@@ -218,17 +235,16 @@ template <bool Split, int G>
 __global__ void __launch_bounds__(kTcThreads, 1)
     mma_attention_kernel(const float* q, AttentionKeys keys, const float* sinks, StepView at, int64_t begin,
                          AttentionParams p, int64_t splits, float* partial, float* out) {
+  static_assert(G == 16 || G == 64, "the products' n: 16 or 32 heads a warpgroup in S, G in P·K");
   wait_for_inputs();
-  constexpr int kMTiles = G / 16;
-  // S: warps × keys per warp covering m-tiles × the tile's keys, at least 16 keys a warp
-  constexpr int kScoreWarps = kTcWarps < kMTiles * kTileKeys / 16 ? kTcWarps : kMTiles * kTileKeys / 16;
-  constexpr int kScoreKeys = kTileKeys * kMTiles / kScoreWarps;
+  constexpr int kScoreHeads = G == 64 ? 32 : 16;  // S: heads per warpgroup (G = 16: the first alone)
   extern __shared__ __align__(16) uint8_t shared_bytes[];
-  TcShared<G>& sh = *reinterpret_cast<TcShared<G>*>(shared_bytes);
+  TcShared<G>& sh = *reinterpret_cast<TcShared<G>*>(shared_bytes + (1024 - shared_address(shared_bytes) % 1024) % 1024);
   const int64_t groups = (p.heads + G - 1) / G;
   const int64_t local = blockIdx.x / groups, r = begin + local, h0 = (blockIdx.x % groups) * G;
   const int heads_here = int(p.heads - h0 < G ? p.heads - h0 : G);
   const int d = int(p.d), warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int wg = warp / 4, wg_warp = warp % 4;
   if (at.slot[r] < 0) {
     if (!Split)
       for (int i = threadIdx.x; i < heads_here * d; i += kTcThreads) out[(r * p.heads + h0) * d + i] = 0;
@@ -245,7 +261,6 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   const int rounds_per_tile = kTileKeys / round_keys;
   const int64_t rounds = tiles_of(end - first_key) * rounds_per_tile;
   const int dim_chunks = (d + 63) / 64 * 8;  // whole 64-dim slices: one per warp in P·K
-  const int mtiles = (heads_here + 15) / 16;
   const uint32_t q_tile = shared_address(sh.q), key_tile = shared_address(sh.keys);
   const uint32_t prob_tile = shared_address(sh.probs), stage = shared_address(sh.stage);
 
@@ -298,13 +313,19 @@ __global__ void __launch_bounds__(kTcThreads, 1)
         const int c = lane + 32 * b;
         if (c >= dim_chunks || i0 + a * kTcWarps >= G) continue;
         const float4 u = x[a][b][0], v = x[a][b][1];
-        *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sh.q) + swizzled_chunk<kTileRowBytes>(i0 + a * kTcWarps, c)) =
+        *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sh.q) + tile_chunk<G>(i0 + a * kTcWarps, c)) =
             make_uint4(bf16x2_pack(u.x, u.y), bf16x2_pack(u.z, u.w), bf16x2_pack(v.x, v.y), bf16x2_pack(v.z, v.w));
       }
   }
 
+  fence_shared_for_async();  // the q tile, for the products (after the loop's first barrier)
+
   const float score_scale = p.scale * kLog2e;
-  float acc[kMTiles][8][4] = {};           // O: heads of m-tile i × dims 64·warp + 8j ..
+  const int ksteps = (d + 15) / 16;
+  // O transposed (dims × heads): warpgroup w holds dims 256w .. 256w + 255 as 4 m-tiles of 64;
+  // lane (g, t) of warp i holds, in acc[m][4j + 2h + e], dim 256w + 64m + 16i + g + 8h of head
+  // 8j + 2t + e. An m-tile past d is never computed.
+  float acc[4][G / 2] = {};
   float run_max = -INFINITY, run_sum = 0;  // of head threadIdx.x / 4 (softmax threads)
   const int soft_head = threadIdx.x / 4, soft_part = threadIdx.x % 4;
   bool tile_has_keys = false;  // among the keys this thread decoded into the tile
@@ -322,6 +343,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       case RowFormat::bf16: decode(std::integral_constant<RowFormat, RowFormat::bf16>{}); break;
       default: decode(std::integral_constant<RowFormat, RowFormat::f32>{}); break;
     }
+    fence_shared_for_async();  // the keys just written, for the products after the barrier
     // the stage is free, the keys are in the tile; a tile of empty picks only (the tail of an
     // early CSA row's list) would change nothing: skip it
     const bool tile_done = (u + 1) % rounds_per_tile == 0;
@@ -338,50 +360,33 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     tile_has_keys = false;
     if (!any_key) continue;
 
-    // S = Q·Kᵀ: warp w < kScoreWarps takes m-tile w % kMTiles and kScoreKeys keys from
-    // kScoreKeys·(w / kMTiles)
-    if (const int mt = warp % kMTiles, part = warp / kMTiles; warp < kScoreWarps && mt < mtiles) {
-      constexpr int kPairs = kScoreKeys / 16;  // of n-tiles: one ldmatrix of 16 keys each
-      float s[2 * kPairs][4] = {};
-      const int a_row = 16 * mt + (lane & 15), a_chunk = lane >> 4;
-      const int b_key = kScoreKeys * part + (lane & 7) + 8 * (lane >> 4), b_chunk = (lane >> 3) & 1;
-      // The swizzle changes a chunk index's low 3 bits only, so k-step ks + 4 reads 128 bytes past
-      // k-step ks: four addresses a lane, then constant offsets (computed per step, they were half
-      // of this loop's instructions).
-      uint32_t a_at[4], b_at[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        a_at[j] = q_tile + swizzled_chunk<kTileRowBytes>(a_row, 2 * j + a_chunk);
-        b_at[j] = key_tile + swizzled_chunk<kTileRowBytes>(b_key, 2 * j + b_chunk);
+    // S transposed (keys × heads) = K·Qᵀ on warpgroup MMA, both operands in shared memory:
+    // warpgroup w takes heads kScoreHeads·w ..; lane (g, t) of warp i ends with, in s[4j + 2h + e],
+    // key 16i + g + 8h of head kScoreHeads·w + 8j + 2t + e.
+    if (kScoreHeads * wg < G) {
+      float s[kScoreHeads / 2] = {};
+      wgmma_fence();
+      for (int ks = 0; ks < ksteps; ++ks) {
+        const uint32_t at_k = (ks % 4) * 32;  // the k-step inside its column block
+        const uint64_t a = swizzle128_descriptor(key_tile + (ks / 4) * (kTileKeys * 128) + at_k);
+        const uint64_t b = swizzle128_descriptor(q_tile + (ks / 4) * (G * 128) + kScoreHeads * wg * 128 + at_k);
+        wgmma_bf16_ss<kScoreHeads>(s, a, b);
       }
-      const int ksteps = (d + 15) / 16;
-      for (int k4 = 0; k4 < ksteps; k4 += 4) {
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_hold(s);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (k4 + j >= ksteps) break;
-          uint32_t a[4];
-          ldmatrix_x4(a, a_at[j] + 32 * k4);
+      for (int j = 0; j < kScoreHeads / 8; ++j)
 #pragma unroll
-          for (int pair = 0; pair < kPairs; ++pair) {
-            uint32_t b[4];
-            ldmatrix_x4(b, b_at[j] + 32 * k4 + 16 * pair * kTileRowBytes);
-            mma_bf16(s[2 * pair], a, b[0], b[1]);
-            mma_bf16(s[2 * pair + 1], a, b[2], b[3]);
-          }
-        }
-      }
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int j = 0; j < 2 * kPairs; ++j) {
-        const int col = kScoreKeys * part + 8 * j + 2 * t;
-        *reinterpret_cast<float2*>(&sh.scores[16 * mt + g][col]) = make_float2(s[j][0] * score_scale, s[j][1] * score_scale);
-        *reinterpret_cast<float2*>(&sh.scores[16 * mt + g + 8][col]) =
-            make_float2(s[j][2] * score_scale, s[j][3] * score_scale);
-      }
+          for (int e = 0; e < 2; ++e)
+            sh.scores[kScoreHeads * wg + 8 * j + 2 * t + e][16 * wg_warp + g + 8 * h] = s[4 * j + 2 * h + e] * score_scale;
     }
     __syncthreads();
 
     // online softmax: 4 threads per head, 16 keys each (a warp's 8 heads are all in or all out)
-    if (soft_head < 16 * mtiles) {
+    if (soft_head < G) {
       float z[16];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -413,42 +418,44 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
       run_sum = run_sum * rescale + sum;
       run_max = new_max;
-      uint4* dst = reinterpret_cast<uint4*>(&sh.probs[soft_head][16 * soft_part]);
-      dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-      dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+      uint8_t* probs = reinterpret_cast<uint8_t*>(sh.probs);
+      *reinterpret_cast<uint4*>(probs + tile_chunk<G>(soft_head, 2 * soft_part)) =
+          make_uint4(packed[0], packed[1], packed[2], packed[3]);
+      *reinterpret_cast<uint4*>(probs + tile_chunk<G>(soft_head, 2 * soft_part + 1)) =
+          make_uint4(packed[4], packed[5], packed[6], packed[7]);
       if (soft_part == 0) sh.factor[soft_head] = rescale;
     }
+    fence_shared_for_async();  // P, for the products after the barrier
     __syncthreads();
 
-    // O = O·rescale + P·K: warp w takes dims 64·w .. +64 of every head
-    if (64 * warp < d) {
+    // Oᵀ = Oᵀ·rescale + Kᵀ·Pᵀ on warpgroup MMA: A (dims × 16 keys) from the key tile by
+    // transposing ldmatrix, B (keys × heads) P in shared memory.
 #pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-        if (mt >= mtiles) continue;
-        const float lo = sh.factor[16 * mt + g], hi = sh.factor[16 * mt + g + 8];
+    for (int j = 0; j < G / 8; ++j) {
+      const float2 f = *reinterpret_cast<const float2*>(&sh.factor[8 * j + 2 * t]);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[mt][j][0] *= lo, acc[mt][j][1] *= lo, acc[mt][j][2] *= hi, acc[mt][j][3] *= hi;
-      }
+      for (int m = 0; m < 4; ++m)
 #pragma unroll
-      for (int ks = 0; ks < kTileKeys / 16; ++ks) {
-        uint32_t b[4][4];
-        const int key = 16 * ks + (lane & 7) + 8 * ((lane >> 3) & 1);
-#pragma unroll
-        for (int pair = 0; pair < 4; ++pair)
-          ldmatrix_x4_trans(b[pair], key_tile + swizzled_chunk<kTileRowBytes>(key, 8 * warp + 2 * pair + (lane >> 4)));
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          if (mt >= mtiles) continue;
-          uint32_t a[4];
-          ldmatrix_x4(a, prob_tile + uint32_t((16 * mt + (lane & 15)) * 2 * kProbStride + 2 * (16 * ks + 8 * (lane >> 4))));
-#pragma unroll
-          for (int pair = 0; pair < 4; ++pair) {
-            mma_bf16(acc[mt][2 * pair], a, b[pair][0], b[pair][1]);
-            mma_bf16(acc[mt][2 * pair + 1], a, b[pair][2], b[pair][3]);
-          }
-        }
-      }
+        for (int h = 0; h < 2; ++h) acc[m][4 * j + 2 * h] *= f.x, acc[m][4 * j + 2 * h + 1] *= f.y;
     }
+#pragma unroll
+    for (int ks = 0; ks < kTileKeys / 16; ++ks) {
+      uint32_t a[4][4];
+      const int key = 16 * ks + (lane & 7) + 8 * (lane >> 4);
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+        if (64 * (4 * wg + m) < d)
+          ldmatrix_x4_trans(a[m], key_tile + tile_chunk<kTileKeys>(key, 8 * (4 * wg + m) + 2 * wg_warp + ((lane >> 3) & 1)));
+      const uint64_t b = swizzle128_descriptor(prob_tile + 32 * ks);
+      wgmma_fence();
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+        if (64 * (4 * wg + m) < d) wgmma_bf16<G>(acc[m], a[m], b);
+      wgmma_commit();
+      wgmma_wait<0>();  // a is rewritten by the next k-step
+    }
+#pragma unroll
+    for (int m = 0; m < 4; ++m) wgmma_hold(acc[m]);
   }
 
   __syncthreads();  // every warp is done with the last tile's factors
@@ -465,22 +472,23 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     }
   }
   __syncthreads();
-  if (64 * warp >= d) return;
+  // Each store: 8 consecutive dims (32 bytes) of 4 heads
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt)
+  for (int j = 0; j < G / 8; ++j)
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int h = 16 * mt + g + 8 * half;
+    for (int e = 0; e < 2; ++e) {
+      const int h = 8 * j + 2 * t + e;
       if (h >= heads_here) continue;
       const float f = Split ? 1.0f : sh.factor[h];
       float* dst =
           Split ? partial + ((local * p.heads + h0 + h) * splits + blockIdx.y) * (d + 2) : out + (r * p.heads + h0 + h) * d;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int col = 64 * warp + 8 * j + 2 * t;
-        if (col < d)
-          *reinterpret_cast<float2*>(dst + col) = make_float2(acc[mt][j][2 * half] * f, acc[mt][j][2 * half + 1] * f);
-      }
+      for (int m = 0; m < 4; ++m)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int dim = 256 * wg + 64 * m + 16 * wg_warp + g + 8 * half;
+          if (dim < d) dst[dim] = acc[m][4 * j + 2 * half + e] * f;
+        }
     }
 }
 
@@ -552,7 +560,7 @@ void paged_attention(const float* q, const AttentionKeys& keys, const float* sin
   const auto launch = [&](auto* fn, auto group_heads) {
     constexpr int G = decltype(group_heads)::value;
     const int64_t groups = (p.heads + G - 1) / G;
-    launch_early(fn, dim3(unsigned(count * groups), unsigned(splits)), dim3(kTcThreads), sizeof(TcShared<G>), stream, q,
+    launch_early(fn, dim3(unsigned(count * groups), unsigned(splits)), dim3(kTcThreads), tc_shared_bytes<G>(), stream, q,
                  keys, sinks, at, begin, p, splits, scratch, out);
     TETRA_CUDA_CHECK(cudaGetLastError());
   };
