@@ -200,8 +200,9 @@ DecodePoint point(Layer layer, int64_t sequences, int64_t context, int64_t rows,
   const bool decode = rows < 64;  // the backend's rule: runs of 64+ rows take the whole-list kernel
   DeviceBuffer scratch(size_t(decode ? attention_split_floats(n, p, kv) : 1) * 4);
   auto flush_l2 = [&] { TETRA_CUDA_CHECK(cudaMemsetAsync(flush.get(), int(rng() & 0xFF), flush.bytes(), s)); };
+  const bool wgmma = attention_warpgroup_mma_supported();  // as the backend runs it
   auto run = [&](AttentionKernel kernel, int64_t begin, int64_t count, const DeviceBuffer& o) {
-    paged_attention(q.get<float>(), kv, dsinks.get<float>(), step, begin, count, p, kernel, scratch.get<float>(),
+    paged_attention(q.get<float>(), kv, dsinks.get<float>(), step, begin, count, p, kernel, wgmma, scratch.get<float>(),
                     o.get<float>(), s);
   };
   const AttentionKernel fast = decode ? AttentionKernel::tensor_cores_split : AttentionKernel::tensor_cores;

@@ -30,6 +30,8 @@ struct Backends {
   std::unique_ptr<Backend> cpu = make_backend("cpu");
   std::unique_ptr<Backend> gpu = make_cuda_backend();
   std::unique_ptr<Backend> gpu_f32 = make_cuda_backend({.bf16_linear_inputs = false});
+  // the mma.sync attention every GPU runs (on a Hopper, gpu's runs on warpgroup MMA)
+  std::unique_ptr<Backend> gpu_mma = make_cuda_backend({.warpgroup_mma_attention = false});
 };
 
 // The raw bytes of a CUDA backend u8 tensor (download reads only f32 and i32).
@@ -1049,9 +1051,11 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
 
   for (KvCacheDtype kvt : {KvCacheDtype::fp8, KvCacheDtype::f32}) {
     const IndexerCacheDtype it = IndexerCacheDtype::f32;
-    PagedSide cpu(*be->cpu, c, kvt, it, tokens), exact(*be->gpu_f32, c, kvt, it, tokens), fast(*be->gpu, c, kvt, it, tokens);
+    PagedSide cpu(*be->cpu, c, kvt, it, tokens), exact(*be->gpu_f32, c, kvt, it, tokens), fast(*be->gpu, c, kvt, it, tokens),
+        portable(*be->gpu_mma, c, kvt, it, tokens);
     ASSERT_EQ(exact.slots, cpu.slots);
     ASSERT_EQ(fast.slots, cpu.slots);
+    ASSERT_EQ(portable.slots, cpu.slots);
     for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(cpu.slots[i], int32_t(i));
     // unit 2^16 (keys that large, queries that small, the same scores): fp8 scales above 2^7,
     // which the tensor-core kernel decodes on its f32 path
@@ -1088,7 +1092,7 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
                        f == 0 ? RowPlacement{c.window, 0} : RowPlacement{0, ratio});
         }
       };
-      for (PagedSide* side : {&cpu, &exact, &fast}) fill(*side);
+      for (PagedSide* side : {&cpu, &exact, &fast, &portable}) fill(*side);
 
       // the step: kv rows, queries, sinks, picks (every eighth none; none at all before the first entry)
       const auto kv = random_values(size_t(n * d), rng, unit);
@@ -1112,16 +1116,21 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
       };
       const std::vector<float> want = attend(cpu, 0, n, runs);
       EXPECT_LT(relative_difference(attend(exact, 0, n, runs), want), kF32Tolerance) << where << " (exact)";
-      const std::vector<float> together = attend(fast, 0, n, runs);
-      EXPECT_LT(relative_difference(together, want), kBf16Tolerance) << where;
-      // one run of every row: the whole-list kernel for all
-      EXPECT_LT(relative_difference(attend(fast, 0, n, {}), want), kBf16Tolerance) << where << " (one run)";
-      for (size_t i = 0; i < seqs.size(); ++i) {
-        const int64_t b = row0[i], count = seqs[i].rows;
-        const std::vector<float> alone = attend(fast, b, count, {});
-        EXPECT_EQ(rows_of(together, heads * d, b, count), alone) << where << " sequence " << i;
-        EXPECT_LT(relative_difference(alone, rows_of(want, heads * d, b, count)), kBf16Tolerance)
-            << where << " sequence " << i;
+      // each tensor-core family (warpgroup MMA on a Hopper, mma.sync): near the CPU, and every
+      // sequence's rows the same bits alone as among the others
+      for (PagedSide* side : {&fast, &portable}) {
+        const std::string family = where + (side == &fast ? " (default kernels)" : " (mma.sync)");
+        const std::vector<float> together = attend(*side, 0, n, runs);
+        EXPECT_LT(relative_difference(together, want), kBf16Tolerance) << family;
+        // one run of every row: the whole-list kernel for all
+        EXPECT_LT(relative_difference(attend(*side, 0, n, {}), want), kBf16Tolerance) << family << " (one run)";
+        for (size_t i = 0; i < seqs.size(); ++i) {
+          const int64_t b = row0[i], count = seqs[i].rows;
+          const std::vector<float> alone = attend(*side, b, count, {});
+          EXPECT_EQ(rows_of(together, heads * d, b, count), alone) << family << " sequence " << i;
+          EXPECT_LT(relative_difference(alone, rows_of(want, heads * d, b, count)), kBf16Tolerance)
+              << family << " sequence " << i;
+        }
       }
     }
   }

@@ -221,6 +221,210 @@ __device__ __forceinline__ bool decode_round(const uint8_t* stage, const uint8_t
   return any;
 }
 
+// The shared-memory addresses of a block's bf16 tiles.
+struct TileAddresses {
+  uint32_t q, keys, probs;
+};
+
+// S = Q·Kᵀ of the tile, times score_scale, into scores[head][key], on warpgroup MMA (sm_90a): Sᵀ
+// with the keys as M and both operands in shared memory; warpgroup w takes heads 32w .. 32w + 31
+// (G = 16: the first warpgroup, all 16). Lane (g, t) of warp i ends with, in s[4j + 2h + e], key
+// 16i + g + 8h of head 8j + 2t + e of its warpgroup's.
+template <int G>
+__device__ __forceinline__ void scores_wgmma(const TileAddresses& at, int d, float score_scale,
+                                             float (&scores)[G][kScoreStride]) {
+  constexpr int kHeads = G == 64 ? 32 : 16;
+  const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  if (kHeads * wg >= G) return;
+  float s[kHeads / 2] = {};
+  wgmma_fence();
+  for (int ks = 0; ks < (d + 15) / 16; ++ks) {
+    const uint32_t in_block = (ks % 4) * 32;  // the k-step inside its 64-value column block
+    const uint64_t a = swizzle128_descriptor(at.keys + (ks / 4) * (kTileKeys * 128) + in_block);
+    const uint64_t b = swizzle128_descriptor(at.q + (ks / 4) * (G * 128) + kHeads * wg * 128 + in_block);
+    wgmma_bf16_ss<kHeads>(s, a, b);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_hold(s);
+#pragma unroll
+  for (int j = 0; j < kHeads / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        scores[kHeads * wg + 8 * j + 2 * t + e][16 * warp + g + 8 * h] = s[4 * j + 2 * h + e] * score_scale;
+}
+
+// The same on mma.sync (other GPUs): warp w < kWarps takes m-tile (16 heads) w % (G / 16) and
+// kKeys keys from kKeys·(w / (G / 16)).
+template <int G>
+__device__ __forceinline__ void scores_mma(const TileAddresses& at, int d, float score_scale,
+                                           float (&scores)[G][kScoreStride]) {
+  constexpr int kMTiles = G / 16;
+  constexpr int kWarps = kTcWarps < kMTiles * kTileKeys / 16 ? kTcWarps : kMTiles * kTileKeys / 16;
+  constexpr int kKeys = kTileKeys * kMTiles / kWarps, kPairs = kKeys / 16;  // pairs of n-tiles: one ldmatrix each
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  if (warp >= kWarps) return;
+  const int mt = warp % kMTiles, part = warp / kMTiles;
+  float s[2 * kPairs][4] = {};
+  const int a_row = 16 * mt + (lane & 15), a_chunk = lane >> 4;
+  const int b_key = kKeys * part + (lane & 7) + 8 * (lane >> 4), b_chunk = (lane >> 3) & 1;
+  // Four k-steps fill a column block: four addresses a lane, then whole blocks further on
+  uint32_t a_at[4], b_at[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    a_at[j] = at.q + tile_chunk<G>(a_row, 2 * j + a_chunk);
+    b_at[j] = at.keys + tile_chunk<kTileKeys>(b_key, 2 * j + b_chunk);
+  }
+  const int ksteps = (d + 15) / 16;
+  for (int k4 = 0; k4 < ksteps; k4 += 4) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (k4 + j >= ksteps) break;
+      uint32_t a[4];
+      ldmatrix_x4(a, a_at[j] + (k4 / 4) * (G * 128));
+#pragma unroll
+      for (int pair = 0; pair < kPairs; ++pair) {
+        uint32_t b[4];
+        ldmatrix_x4(b, b_at[j] + (k4 / 4) * (kTileKeys * 128) + 16 * pair * 128);
+        mma_bf16(s[2 * pair], a, b[0], b[1]);
+        mma_bf16(s[2 * pair + 1], a, b[2], b[3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2 * kPairs; ++j) {
+    const int col = kKeys * part + 8 * j + 2 * t;
+    *reinterpret_cast<float2*>(&scores[16 * mt + g][col]) = make_float2(s[j][0] * score_scale, s[j][1] * score_scale);
+    *reinterpret_cast<float2*>(&scores[16 * mt + g + 8][col]) = make_float2(s[j][2] * score_scale, s[j][3] * score_scale);
+  }
+}
+
+// A block's O (G heads × up to 512 dims) in registers, per product family: rescaled per head
+// by each tile's factor, accumulated with P·K, stored with a last factor per head.
+template <int G, bool Wgmma>
+struct OutputTile;
+
+// Warpgroup MMA: Oᵀ (dims as M) += Kᵀ·Pᵀ, A (64 dims × 16 keys) from the key tile by transposing
+// ldmatrix, B (16 keys × G heads) P in shared memory. Warpgroup w holds dims 256w .. 256w + 255
+// as 4 m-tiles; lane (g, t) of warp i holds, in acc[m][4j + 2h + e], dim 256w + 64m + 16i + g + 8h
+// of head 8j + 2t + e. An m-tile past d is never computed.
+template <int G>
+struct OutputTile<G, true> {
+  float acc[4][G / 2] = {};
+
+  __device__ __forceinline__ void rescale(const float* factor) {
+    const int t = threadIdx.x % 4;
+#pragma unroll
+    for (int j = 0; j < G / 8; ++j) {
+      const float2 f = *reinterpret_cast<const float2*>(factor + 8 * j + 2 * t);
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) acc[m][4 * j + 2 * h] *= f.x, acc[m][4 * j + 2 * h + 1] *= f.y;
+    }
+  }
+  __device__ __forceinline__ void accumulate(const TileAddresses& at, int d) {
+    const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int ks = 0; ks < kTileKeys / 16; ++ks) {
+      uint32_t a[4][4];
+      const int key = 16 * ks + (lane & 7) + 8 * (lane >> 4);
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+        if (64 * (4 * wg + m) < d)
+          ldmatrix_x4_trans(a[m], at.keys + tile_chunk<kTileKeys>(key, 8 * (4 * wg + m) + 2 * warp + ((lane >> 3) & 1)));
+      const uint64_t b = swizzle128_descriptor(at.probs + 32 * ks);
+      wgmma_fence();
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+        if (64 * (4 * wg + m) < d) wgmma_bf16<G>(acc[m], a[m], b);
+      wgmma_commit();
+      wgmma_wait<0>();  // a is rewritten by the next k-step
+    }
+#pragma unroll
+    for (int m = 0; m < 4; ++m) wgmma_hold(acc[m]);
+  }
+  // row(h): where head h's d values go, times factor[h] (null: 1). Each store: 8 dims of 4 heads.
+  template <class Row>
+  __device__ __forceinline__ void store(int d, int heads, const float* factor, Row row) const {
+    const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+#pragma unroll
+    for (int j = 0; j < G / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int h = 8 * j + 2 * t + e;
+        if (h >= heads) continue;
+        const float f = factor ? factor[h] : 1.0f;
+        float* dst = row(h);
+#pragma unroll
+        for (int m = 0; m < 4; ++m)
+#pragma unroll
+          for (int half = 0; half < 2; ++half)
+            if (const int dim = 256 * wg + 64 * m + 16 * warp + g + 8 * half; dim < d)
+              dst[dim] = acc[m][4 * j + 2 * half + e] * f;
+      }
+  }
+};
+
+// mma.sync: O += P·K, warp w takes dims 64w .. 64w + 63 of every head; lane (g, t) holds, in
+// acc[m][j][2h + e], head 16m + g + 8h, dim 64w + 8j + 2t + e.
+template <int G>
+struct OutputTile<G, false> {
+  float acc[G / 16][8][4] = {};
+
+  __device__ __forceinline__ void rescale(const float* factor) {
+    const int g = threadIdx.x % 32 / 4;
+#pragma unroll
+    for (int mt = 0; mt < G / 16; ++mt) {
+      const float lo = factor[16 * mt + g], hi = factor[16 * mt + g + 8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[mt][j][0] *= lo, acc[mt][j][1] *= lo, acc[mt][j][2] *= hi, acc[mt][j][3] *= hi;
+    }
+  }
+  __device__ __forceinline__ void accumulate(const TileAddresses& at, int d) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (64 * warp >= d) return;
+#pragma unroll
+    for (int ks = 0; ks < kTileKeys / 16; ++ks) {
+      uint32_t b[4][4];
+      const int key = 16 * ks + (lane & 7) + 8 * ((lane >> 3) & 1);
+#pragma unroll
+      for (int pair = 0; pair < 4; ++pair)
+        ldmatrix_x4_trans(b[pair], at.keys + tile_chunk<kTileKeys>(key, 8 * warp + 2 * pair + (lane >> 4)));
+#pragma unroll
+      for (int mt = 0; mt < G / 16; ++mt) {
+        uint32_t a[4];
+        ldmatrix_x4(a, at.probs + tile_chunk<G>(16 * mt + (lane & 15), 2 * ks + (lane >> 4)));
+#pragma unroll
+        for (int pair = 0; pair < 4; ++pair) {
+          mma_bf16(acc[mt][2 * pair], a, b[pair][0], b[pair][1]);
+          mma_bf16(acc[mt][2 * pair + 1], a, b[pair][2], b[pair][3]);
+        }
+      }
+    }
+  }
+  template <class Row>
+  __device__ __forceinline__ void store(int d, int heads, const float* factor, Row row) const {
+    const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    if (64 * warp >= d) return;
+#pragma unroll
+    for (int mt = 0; mt < G / 16; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int h = 16 * mt + g + 8 * half;
+        if (h >= heads) continue;
+        const float f = factor ? factor[h] : 1.0f;
+        float* dst = row(h);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          if (const int col = 64 * warp + 8 * j + 2 * t; col < d)
+            *reinterpret_cast<float2*>(dst + col) = make_float2(acc[mt][j][2 * half] * f, acc[mt][j][2 * half + 1] * f);
+      }
+  }
+};
+
 // Block (row, group of G heads, split): the split's tiles of the row's key list. Per tile: S for
 // 32 heads × 64 keys per warpgroup (16 heads, the first warpgroup alone, when G is 16), the
 // softmax by 4 threads per head (each head's running max and sum stay in those threads'
@@ -231,20 +435,18 @@ __device__ __forceinline__ bool decode_round(const uint8_t* stage, const uint8_t
 // ahead. Heads past the model's and dims past d are zeros in the tiles and never written.
 // Split: the unnormalized O and (max, sum) of each head go to `partial` for the combine; else
 // the normalized output, with the sink, goes to out.
-template <bool Split, int G>
+template <bool Split, int G, bool Wgmma>
 __global__ void __launch_bounds__(kTcThreads, 1)
     mma_attention_kernel(const float* q, AttentionKeys keys, const float* sinks, StepView at, int64_t begin,
                          AttentionParams p, int64_t splits, float* partial, float* out) {
   static_assert(G == 16 || G == 64, "the products' n: 16 or 32 heads a warpgroup in S, G in P·K");
   wait_for_inputs();
-  constexpr int kScoreHeads = G == 64 ? 32 : 16;  // S: heads per warpgroup (G = 16: the first alone)
   extern __shared__ __align__(16) uint8_t shared_bytes[];
   TcShared<G>& sh = *reinterpret_cast<TcShared<G>*>(shared_bytes + (1024 - shared_address(shared_bytes) % 1024) % 1024);
   const int64_t groups = (p.heads + G - 1) / G;
   const int64_t local = blockIdx.x / groups, r = begin + local, h0 = (blockIdx.x % groups) * G;
   const int heads_here = int(p.heads - h0 < G ? p.heads - h0 : G);
-  const int d = int(p.d), warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int wg = warp / 4, wg_warp = warp % 4;
+  const int d = int(p.d), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (at.slot[r] < 0) {
     if (!Split)
       for (int i = threadIdx.x; i < heads_here * d; i += kTcThreads) out[(r * p.heads + h0) * d + i] = 0;
@@ -318,14 +520,11 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       }
   }
 
-  fence_shared_for_async();  // the q tile, for the products (after the loop's first barrier)
+  fence_shared_for_async();  // the q tile, for warpgroup MMA (after the loop's first barrier)
 
   const float score_scale = p.scale * kLog2e;
-  const int ksteps = (d + 15) / 16;
-  // O transposed (dims × heads): warpgroup w holds dims 256w .. 256w + 255 as 4 m-tiles of 64;
-  // lane (g, t) of warp i holds, in acc[m][4j + 2h + e], dim 256w + 64m + 16i + g + 8h of head
-  // 8j + 2t + e. An m-tile past d is never computed.
-  float acc[4][G / 2] = {};
+  const TileAddresses tiles{q_tile, key_tile, prob_tile};
+  OutputTile<G, Wgmma> o;
   float run_max = -INFINITY, run_sum = 0;  // of head threadIdx.x / 4 (softmax threads)
   const int soft_head = threadIdx.x / 4, soft_part = threadIdx.x % 4;
   bool tile_has_keys = false;  // among the keys this thread decoded into the tile
@@ -343,7 +542,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       case RowFormat::bf16: decode(std::integral_constant<RowFormat, RowFormat::bf16>{}); break;
       default: decode(std::integral_constant<RowFormat, RowFormat::f32>{}); break;
     }
-    fence_shared_for_async();  // the keys just written, for the products after the barrier
+    fence_shared_for_async();  // the keys just written, for warpgroup MMA after the barrier
     // the stage is free, the keys are in the tile; a tile of empty picks only (the tail of an
     // early CSA row's list) would change nothing: skip it
     const bool tile_done = (u + 1) % rounds_per_tile == 0;
@@ -360,29 +559,8 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     tile_has_keys = false;
     if (!any_key) continue;
 
-    // S transposed (keys × heads) = K·Qᵀ on warpgroup MMA, both operands in shared memory:
-    // warpgroup w takes heads kScoreHeads·w ..; lane (g, t) of warp i ends with, in s[4j + 2h + e],
-    // key 16i + g + 8h of head kScoreHeads·w + 8j + 2t + e.
-    if (kScoreHeads * wg < G) {
-      float s[kScoreHeads / 2] = {};
-      wgmma_fence();
-      for (int ks = 0; ks < ksteps; ++ks) {
-        const uint32_t at_k = (ks % 4) * 32;  // the k-step inside its column block
-        const uint64_t a = swizzle128_descriptor(key_tile + (ks / 4) * (kTileKeys * 128) + at_k);
-        const uint64_t b = swizzle128_descriptor(q_tile + (ks / 4) * (G * 128) + kScoreHeads * wg * 128 + at_k);
-        wgmma_bf16_ss<kScoreHeads>(s, a, b);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_hold(s);
-#pragma unroll
-      for (int j = 0; j < kScoreHeads / 8; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            sh.scores[kScoreHeads * wg + 8 * j + 2 * t + e][16 * wg_warp + g + 8 * h] = s[4 * j + 2 * h + e] * score_scale;
-    }
+    if constexpr (Wgmma) scores_wgmma<G>(tiles, d, score_scale, sh.scores);
+    else scores_mma<G>(tiles, d, score_scale, sh.scores);
     __syncthreads();
 
     // online softmax: 4 threads per head, 16 keys each (a warp's 8 heads are all in or all out)
@@ -425,37 +603,11 @@ __global__ void __launch_bounds__(kTcThreads, 1)
           make_uint4(packed[4], packed[5], packed[6], packed[7]);
       if (soft_part == 0) sh.factor[soft_head] = rescale;
     }
-    fence_shared_for_async();  // P, for the products after the barrier
+    fence_shared_for_async();  // P, for warpgroup MMA after the barrier
     __syncthreads();
 
-    // Oᵀ = Oᵀ·rescale + Kᵀ·Pᵀ on warpgroup MMA: A (dims × 16 keys) from the key tile by
-    // transposing ldmatrix, B (keys × heads) P in shared memory.
-#pragma unroll
-    for (int j = 0; j < G / 8; ++j) {
-      const float2 f = *reinterpret_cast<const float2*>(&sh.factor[8 * j + 2 * t]);
-#pragma unroll
-      for (int m = 0; m < 4; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) acc[m][4 * j + 2 * h] *= f.x, acc[m][4 * j + 2 * h + 1] *= f.y;
-    }
-#pragma unroll
-    for (int ks = 0; ks < kTileKeys / 16; ++ks) {
-      uint32_t a[4][4];
-      const int key = 16 * ks + (lane & 7) + 8 * (lane >> 4);
-#pragma unroll
-      for (int m = 0; m < 4; ++m)
-        if (64 * (4 * wg + m) < d)
-          ldmatrix_x4_trans(a[m], key_tile + tile_chunk<kTileKeys>(key, 8 * (4 * wg + m) + 2 * wg_warp + ((lane >> 3) & 1)));
-      const uint64_t b = swizzle128_descriptor(prob_tile + 32 * ks);
-      wgmma_fence();
-#pragma unroll
-      for (int m = 0; m < 4; ++m)
-        if (64 * (4 * wg + m) < d) wgmma_bf16<G>(acc[m], a[m], b);
-      wgmma_commit();
-      wgmma_wait<0>();  // a is rewritten by the next k-step
-    }
-#pragma unroll
-    for (int m = 0; m < 4; ++m) wgmma_hold(acc[m]);
+    o.rescale(sh.factor);
+    o.accumulate(tiles, d);
   }
 
   __syncthreads();  // every warp is done with the last tile's factors
@@ -472,24 +624,9 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     }
   }
   __syncthreads();
-  // Each store: 8 consecutive dims (32 bytes) of 4 heads
-#pragma unroll
-  for (int j = 0; j < G / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int h = 8 * j + 2 * t + e;
-      if (h >= heads_here) continue;
-      const float f = Split ? 1.0f : sh.factor[h];
-      float* dst =
-          Split ? partial + ((local * p.heads + h0 + h) * splits + blockIdx.y) * (d + 2) : out + (r * p.heads + h0 + h) * d;
-#pragma unroll
-      for (int m = 0; m < 4; ++m)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int dim = 256 * wg + 64 * m + 16 * wg_warp + g + 8 * half;
-          if (dim < d) dst[dim] = acc[m][4 * j + 2 * half + e] * f;
-        }
-    }
+  o.store(d, heads_here, Split ? nullptr : sh.factor, [&](int h) {
+    return Split ? partial + ((local * p.heads + h0 + h) * splits + blockIdx.y) * (d + 2) : out + (r * p.heads + h0 + h) * d;
+  });
 }
 
 // Row (begin + blockIdx.x / heads), head (blockIdx.x % heads): the row's splits in order, with
@@ -541,9 +678,17 @@ int64_t attention_split_floats(int64_t rows, const AttentionParams& p, const Att
   return rows * p.heads * split_count(max_keys(p, keys)) * (p.d + 2);
 }
 
+bool attention_warpgroup_mma_supported() {
+  int device = 0, major = 0, minor = 0;
+  TETRA_CUDA_CHECK(cudaGetDevice(&device));
+  TETRA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  TETRA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major == 9 && minor == 0;  // elsewhere wgmma traps
+}
+
 void paged_attention(const float* q, const AttentionKeys& keys, const float* sinks, StepView at, int64_t begin,
-                     int64_t count, AttentionParams p, AttentionKernel kernel, float* scratch, float* out,
-                     cudaStream_t stream) {
+                     int64_t count, AttentionParams p, AttentionKernel kernel, bool warpgroup_mma, float* scratch,
+                     float* out, cudaStream_t stream) {
   if (count * p.heads == 0) return;
   if (kernel == AttentionKernel::exact) {
     if (p.d > kMaxDim) runtime_error("cuda attention: head_dim ", p.d, " is above ", kMaxDim);
@@ -557,21 +702,25 @@ void paged_attention(const float* q, const AttentionKeys& keys, const float* sin
                   " bytes do not fit the tensor-core kernel");
   const bool split = kernel == AttentionKernel::tensor_cores_split;
   const int64_t splits = split ? split_count(max_keys(p, keys)) : 1;
-  const auto launch = [&](auto* fn, auto group_heads) {
-    constexpr int G = decltype(group_heads)::value;
-    const int64_t groups = (p.heads + G - 1) / G;
-    launch_early(fn, dim3(unsigned(count * groups), unsigned(splits)), dim3(kTcThreads), tc_shared_bytes<G>(), stream, q,
-                 keys, sinks, at, begin, p, splits, scratch, out);
-    TETRA_CUDA_CHECK(cudaGetLastError());
-  };
-  if (!split) {
-    launch(mma_attention_kernel<false, kPrefillHeads>, std::integral_constant<int, kPrefillHeads>{});
-    return;
-  }
   // Both head groupings give every score, probability and output the same sums in the same
   // order (bit-identical), so the choice may follow the step's row count.
-  if (count <= kFewRows) launch(mma_attention_kernel<true, kDecodeHeads>, std::integral_constant<int, kDecodeHeads>{});
-  else launch(mma_attention_kernel<true, kPrefillHeads>, std::integral_constant<int, kPrefillHeads>{});
+  const int group_heads = split && count <= kFewRows ? kDecodeHeads : kPrefillHeads;
+  const auto launch = [&](auto split_c, auto heads_c, auto wgmma_c) {
+    constexpr int G = decltype(heads_c)::value;
+    const auto kernel_fn = mma_attention_kernel<decltype(split_c)::value, G, decltype(wgmma_c)::value>;
+    const int64_t groups = (p.heads + G - 1) / G;
+    launch_early(kernel_fn, dim3(unsigned(count * groups), unsigned(splits)), dim3(kTcThreads), tc_shared_bytes<G>(),
+                 stream, q, keys, sinks, at, begin, p, splits, scratch, out);
+    TETRA_CUDA_CHECK(cudaGetLastError());
+  };
+  const auto with_family = [&](auto split_c, auto heads_c) {
+    if (warpgroup_mma) launch(split_c, heads_c, std::true_type{});
+    else launch(split_c, heads_c, std::false_type{});
+  };
+  if (!split) with_family(std::false_type{}, std::integral_constant<int, kPrefillHeads>{});
+  else if (group_heads == kDecodeHeads) with_family(std::true_type{}, std::integral_constant<int, kDecodeHeads>{});
+  else with_family(std::true_type{}, std::integral_constant<int, kPrefillHeads>{});
+  if (!split) return;
   launch_early(combine_splits_kernel, dim3(unsigned(count * p.heads)), dim3(kCombineThreads), 0, stream, scratch, keys,
                sinks, at, begin, p, splits, out);
   TETRA_CUDA_CHECK(cudaGetLastError());

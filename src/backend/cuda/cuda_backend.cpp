@@ -115,7 +115,10 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(CudaNumerics numerics) : numerics_(numerics), stream_(std::make_shared<cuda::CudaStream>()) {
+  explicit CudaBackend(CudaNumerics numerics)
+      : numerics_(numerics),
+        attention_wgmma_(numerics.warpgroup_mma_attention && cuda::attention_warpgroup_mma_supported()),
+        stream_(std::make_shared<cuda::CudaStream>()) {
     // Tensors come and go every step: keep freed memory in the pool instead of returning it.
     int device = 0;
     cudaMemPool_t pool = nullptr;
@@ -517,8 +520,8 @@ class CudaBackend final : public Backend {
                                    k,
                                    selected ? k : compressed ? compressed->capacity : 0};
     auto run = [&](const RowRange& rows, cuda::AttentionKernel kernel, float* scratch) {
-      cuda::paged_attention(q.data<float>(), keys, sinks.data<float>(), view(at), rows.begin, rows.count, p, kernel, scratch,
-                            out.data<float>(), stream());
+      cuda::paged_attention(q.data<float>(), keys, sinks.data<float>(), view(at), rows.begin, rows.count, p, kernel,
+                            attention_wgmma_, scratch, out.data<float>(), stream());
     };
     if (!numerics_.bf16_linear_inputs || !cuda::attention_tensor_cores_fit(p, step_bytes)) {
       run({0, q.rows()}, cuda::AttentionKernel::exact, nullptr);
@@ -719,6 +722,7 @@ class CudaBackend final : public Backend {
   }
 
   CudaNumerics numerics_;
+  bool attention_wgmma_;  // numerics_.warpgroup_mma_attention, where the device has it
   std::shared_ptr<cuda::CudaStream> stream_;
   std::shared_ptr<cuda::CaptureArena> arena_ = std::make_shared<cuda::CaptureArena>();  // shared with the graphs
   bool recording_ = false;  // a graph capture is running: make() uses arena_

@@ -64,9 +64,14 @@ int64_t attention_split_floats(int64_t rows, const AttentionParams& p, const Att
 // Rows [begin, begin + count) of q [n, heads·d] into out [n, heads·d]. The tensor-core kernels
 // round q, the keys and the probabilities to bf16 (f32 accumulation, f32 softmax); the exact one
 // needs d <= 512. scratch: attention_split_floats(count) floats for tensor_cores_split, else null.
+// warpgroup_mma: the tensor-core kernels on sm_90a's warpgroup MMA (where
+// attention_warpgroup_mma_supported()), else on mma.sync, which every GPU runs. A device keeps one
+// choice: the two round differently.
 void paged_attention(const float* q, const AttentionKeys& keys, const float* sinks, StepView at, int64_t begin,
-                     int64_t count, AttentionParams p, AttentionKernel kernel, float* scratch, float* out,
-                     cudaStream_t stream);
+                     int64_t count, AttentionParams p, AttentionKernel kernel, bool warpgroup_mma, float* scratch,
+                     float* out, cudaStream_t stream);
+// Whether this device runs warpgroup MMA (compute capability 9.0, whose sm_90a code the build holds).
+bool attention_warpgroup_mma_supported();
 
 // The indexer's scores: for row r (position t) and each of its (t+1)/ratio visible keys c,
 // scratch[r·capacity + c] = sum over heads h of relu(q[r,h,:] · key c) · weights[r,h] · weight_scale
