@@ -12,7 +12,7 @@ struct CudaNumerics {
   // the router and the head, which stay f32. false: every op in f32, for exact comparisons.
   bool bf16_linear_inputs = true;
   // The tensor-core attention on warpgroup MMA where the device has it (sm_90); false: on
-  // mma.sync, as on every other GPU (the two round differently; tests run both on a Hopper).
+  // mma.sync, as on every other GPU (the two may round differently; tests run both on a Hopper).
   bool warpgroup_mma_attention = true;
 };
 

@@ -65,8 +65,8 @@ int64_t attention_split_floats(int64_t rows, const AttentionParams& p, const Att
 // round q, the keys and the probabilities to bf16 (f32 accumulation, f32 softmax); the exact one
 // needs d <= 512. scratch: attention_split_floats(count) floats for tensor_cores_split, else null.
 // warpgroup_mma: the tensor-core kernels on sm_90a's warpgroup MMA (where
-// attention_warpgroup_mma_supported()), else on mma.sync, which every GPU runs. A device keeps one
-// choice: the two round differently.
+// attention_warpgroup_mma_supported()), else on mma.sync, which every GPU runs. A process keeps one
+// choice: the two may round differently.
 void paged_attention(const float* q, const AttentionKeys& keys, const float* sinks, StepView at, int64_t begin,
                      int64_t count, AttentionParams p, AttentionKernel kernel, bool warpgroup_mma, float* scratch,
                      float* out, cudaStream_t stream);
