@@ -228,25 +228,34 @@ struct TileAddresses {
 
 // S = Q·Kᵀ of the tile, times score_scale, into scores[head][key], on warpgroup MMA (sm_90a): Sᵀ
 // with the keys as M and both operands in shared memory; warpgroup w takes heads 32w .. 32w + 31
-// (G = 16: the first warpgroup, all 16). Lane (g, t) of warp i ends with, in s[4j + 2h + e], key
-// 16i + g + 8h of head 8j + 2t + e of its warpgroup's.
+// (G = 16: both take all 16, the second stores nothing). Lane (g, t) of warp i ends with, in
+// s[4j + 2h + e], key 16i + g + 8h of head 8j + 2t + e of its warpgroup's.
 template <int G>
-__device__ __forceinline__ void scores_wgmma(const TileAddresses& at, int d, float score_scale,
+__device__ __forceinline__ void scores_wgmma(const TileAddresses& at, float score_scale,
                                              float (&scores)[G][kScoreStride]) {
   constexpr int kHeads = G == 64 ? 32 : 16;
   const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  if (kHeads * wg >= G) return;
+  // Both warpgroups run the products (with G = 16 the second repeats the first's and stores
+  // nothing), with no thread-dependent test before them: ptxas serialized every product of a
+  // kernel that had one (C7520).
+  constexpr bool kHalves = 2 * kHeads == G;  // each warpgroup its own heads
+  const int first_head = kHalves ? kHeads * wg : 0;
   float s[kHeads / 2] = {};
+  wgmma_hold(s);  // the zeros are written before the fence, not moved past it
   wgmma_fence();
-  for (int ks = 0; ks < (d + 15) / 16; ++ks) {
+  // Every k-step of kMaxDim, the tiles holding zeros past d: over a trip count known only at run
+  // time ptxas serialized the products (C7519/C7520 in its -v output).
+#pragma unroll
+  for (int ks = 0; ks < kMaxDim / 16; ++ks) {
     const uint32_t in_block = (ks % 4) * 32;  // the k-step inside its 64-value column block
     const uint64_t a = swizzle128_descriptor(at.keys + (ks / 4) * (kTileKeys * 128) + in_block);
-    const uint64_t b = swizzle128_descriptor(at.q + (ks / 4) * (G * 128) + kHeads * wg * 128 + in_block);
+    const uint64_t b = swizzle128_descriptor(at.q + (ks / 4) * (G * 128) + first_head * 128 + in_block);
     wgmma_bf16_ss<kHeads>(s, a, b);
   }
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_hold(s);
+  if (!kHalves && wg != 0) return;
 #pragma unroll
   for (int j = 0; j < kHeads / 8; ++j)
 #pragma unroll
@@ -309,7 +318,7 @@ struct OutputTile;
 // Warpgroup MMA: Oᵀ (dims as M) += Kᵀ·Pᵀ, A (64 dims × 16 keys) from the key tile by transposing
 // ldmatrix, B (16 keys × G heads) P in shared memory. Warpgroup w holds dims 256w .. 256w + 255
 // as 4 m-tiles; lane (g, t) of warp i holds, in acc[m][4j + 2h + e], dim 256w + 64m + 16i + g + 8h
-// of head 8j + 2t + e. An m-tile past d is never computed.
+// of head 8j + 2t + e. An m-tile past d is computed (on zeros) but never stored.
 template <int G>
 struct OutputTile<G, true> {
   float acc[4][G / 2] = {};
@@ -325,21 +334,21 @@ struct OutputTile<G, true> {
         for (int h = 0; h < 2; ++h) acc[m][4 * j + 2 * h] *= f.x, acc[m][4 * j + 2 * h + 1] *= f.y;
     }
   }
-  __device__ __forceinline__ void accumulate(const TileAddresses& at, int d) {
+  __device__ __forceinline__ void accumulate(const TileAddresses& at, int /*d: all m-tiles run*/) {
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
 #pragma unroll
     for (int ks = 0; ks < kTileKeys / 16; ++ks) {
       uint32_t a[4][4];
       const int key = 16 * ks + (lane & 7) + 8 * (lane >> 4);
 #pragma unroll
-      for (int m = 0; m < 4; ++m)
-        if (64 * (4 * wg + m) < d)
-          ldmatrix_x4_trans(a[m], at.keys + tile_chunk<kTileKeys>(key, 8 * (4 * wg + m) + 2 * warp + ((lane >> 3) & 1)));
+      for (int m = 0; m < 4; ++m)  // no guard on d (zeros past it, never stored): see scores_wgmma
+        ldmatrix_x4_trans(a[m], at.keys + tile_chunk<kTileKeys>(key, 8 * (4 * wg + m) + 2 * warp + ((lane >> 3) & 1)));
       const uint64_t b = swizzle128_descriptor(at.probs + 32 * ks);
+#pragma unroll
+      for (int m = 0; m < 4; ++m) wgmma_hold(acc[m]);  // the rescale's products land before the fence
       wgmma_fence();
 #pragma unroll
-      for (int m = 0; m < 4; ++m)
-        if (64 * (4 * wg + m) < d) wgmma_bf16<G>(acc[m], a[m], b);
+      for (int m = 0; m < 4; ++m) wgmma_bf16<G>(acc[m], a[m], b);
       wgmma_commit();
       wgmma_wait<0>();  // a is rewritten by the next k-step
     }
@@ -513,13 +522,19 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
         const int c = lane + 32 * b;
-        if (c >= dim_chunks || i0 + a * kTcWarps >= G) continue;
+        if (i0 + a * kTcWarps >= G) continue;  // dims past d too, as zeros: warpgroup MMA reads all
         const float4 u = x[a][b][0], v = x[a][b][1];
         *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sh.q) + tile_chunk<G>(i0 + a * kTcWarps, c)) =
             make_uint4(bf16x2_pack(u.x, u.y), bf16x2_pack(u.z, u.w), bf16x2_pack(v.x, v.y), bf16x2_pack(v.z, v.w));
       }
   }
 
+  if constexpr (Wgmma) {  // key dims past the decoded slices (none at d = 512), which the decode never writes
+    const int unused = kDimChunks - dim_chunks;
+    for (int i = threadIdx.x; i < kTileKeys * unused; i += kTcThreads)
+      *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sh.keys) +
+                                tile_chunk<kTileKeys>(i / unused, dim_chunks + i % unused)) = make_uint4(0, 0, 0, 0);
+  }
   fence_shared_for_async();  // the q tile, for warpgroup MMA (after the loop's first barrier)
 
   const float score_scale = p.scale * kLog2e;
@@ -559,7 +574,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     tile_has_keys = false;
     if (!any_key) continue;
 
-    if constexpr (Wgmma) scores_wgmma<G>(tiles, d, score_scale, sh.scores);
+    if constexpr (Wgmma) scores_wgmma<G>(tiles, score_scale, sh.scores);
     else scores_mma<G>(tiles, d, score_scale, sh.scores);
     __syncthreads();
 
