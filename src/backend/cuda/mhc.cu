@@ -32,17 +32,13 @@ __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 int64_t slice_count(const HcParams& p) { return (p.hc * p.dim + kSliceLength - 1) / kSliceLength; }
 
-// The sum warp_sum gives of 32 lanes' values, bit for bit: pairs 16 apart, then 8, 4, 2, 1.
-template <int Width = 32>
-__device__ __forceinline__ float butterfly_sum(float (&v)[32]) {
-  if constexpr (Width == 1) {
-    return v[0];
-  } else {
-#pragma unroll
-    for (int i = 0; i < Width / 2; ++i) v[i] += v[i + Width / 2];
-    return butterfly_sum<Width / 2>(v);
-  }
-}
+// Every dot product of the mix pass (fn[k]·v and Σv²) is summed in one order, whatever kernel
+// runs it, so a row's mixes never depend on the batch: per slice of kSliceLength values, 32
+// partial sums of 8 consecutive values each (an FMA chain from 0 in column order), added in
+// warp_sum's butterfly tree (pairs 16 apart, then 8, 4, 2, 1); the finishing kernels add the
+// slices in order. Values past the row's end are zeros on both sides of each product.
+constexpr int kChain = 8;  // values per partial sum
+static_assert(kSliceLength == 32 * kChain, "a slice is 32 partial sums");
 
 __device__ __forceinline__ float output_at(const SubBlockOutput& y, int64_t i) {
   return y.plus ? y.y[i] + y.plus[i] : y.y[i];
@@ -82,93 +78,95 @@ struct UpdatedStreams {
 };
 
 // partial[r][slice][k] = Σ over the slice of fn[k]·v (k < mix), and of v² at k = kMaxMix, for
-// Rows rows per block (the rows share each fn load; a row's sums do not depend on its neighbours),
-// v = streams(r, i) read once.
+// Rows rows per block (the rows share each fn load; a row's sums do not depend on its neighbours).
+// The block first reads v = streams(r, i) once per value into shared memory (an updated stream is
+// computed and stored once), then warp w takes sums w, w + 8, ...: lane p the partial sums of
+// values 8p .. 8p + 7, the butterfly through shuffles.
+constexpr int kSumsPerLane = (kSums + kThreads / 32 - 1) / (kThreads / 32);
 template <int Rows, class Streams>
 __global__ void __launch_bounds__(kThreads)
     hc_mix_kernel(Streams streams, const float* fn, int64_t n, int mix, int64_t flat, float* partial) {
   wait_for_inputs();
   allow_next_kernel();
-  __shared__ float warp_sums[kThreads / 32][Rows][kSums];
+  __shared__ __align__(16) float values[Rows][kSliceLength];
   const int64_t r0 = int64_t(blockIdx.x) * Rows, slice = blockIdx.y, slices = gridDim.y;
   const int64_t begin = slice * kSliceLength, end = min(begin + kSliceLength, flat);
-  float dots[Rows][kSums] = {};
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    float x[Rows];
+  for (int c = threadIdx.x; c < kSliceLength; c += blockDim.x)
 #pragma unroll
-    for (int j = 0; j < Rows; ++j) {
-      x[j] = r0 + j < n ? streams(r0 + j, i) : 0.0f;
-      dots[j][kMaxMix] = fmaf(x[j], x[j], dots[j][kMaxMix]);
-    }
-#pragma unroll
-    for (int k = 0; k < kMaxMix; ++k)
-      if (k < mix) {
-        const float w = fn[k * flat + i];
-#pragma unroll
-        for (int j = 0; j < Rows; ++j) dots[j][k] = fmaf(w, x[j], dots[j][k]);
-      }
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  // Each warp's kSums sums of a row: the lanes' values through shared memory, then lane k adds
-  // the 32 values of sum k in warp_sum's butterfly order (pairs 16 apart, then 8, ...), so every
-  // sum is the one warp_sum gives, bit for bit, for a third of the instructions (the shuffles
-  // were most of the kernel at 32 rows: 24 µs).
-  __shared__ float lanes[kThreads / 32][kSums][33];  // 33: lane k's reads fall on distinct banks
-#pragma unroll
-  for (int j = 0; j < Rows; ++j) {
-#pragma unroll
-    for (int k = 0; k < kSums; ++k) lanes[warp][k][lane] = dots[j][k];
-    __syncwarp();
-    if (lane < kSums) {
-      float v[32];
-#pragma unroll
-      for (int i = 0; i < 32; ++i) v[i] = lanes[warp][lane][i];
-      warp_sums[warp][j][lane] = butterfly_sum(v);
-    }
-    __syncwarp();  // lanes is rewritten for the next row
-  }
+    for (int j = 0; j < Rows; ++j) values[j][c] = r0 + j < n && begin + c < end ? streams(r0 + j, begin + c) : 0.0f;
   __syncthreads();
-  for (int t = threadIdx.x; t < Rows * kSums; t += blockDim.x) {
-    const int j = t / kSums, k = t % kSums;
-    if (r0 + j >= n) continue;
-    float s = 0;
-    for (int w = 0; w < kThreads / 32; ++w) s += warp_sums[w][j][k];
-    partial[((r0 + j) * slices + slice) * kSums + k] = s;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, c0 = kChain * lane;
+  float v[Rows][kChain];
+#pragma unroll
+  for (int j = 0; j < Rows; ++j)
+#pragma unroll
+    for (int q = 0; q < kChain; q += 4) {
+      const float4 f = *reinterpret_cast<const float4*>(&values[j][c0 + q]);
+      v[j][q] = f.x;
+      v[j][q + 1] = f.y;
+      v[j][q + 2] = f.z;
+      v[j][q + 3] = f.w;
+    }
+  // fn's rows in 16-byte loads where they are aligned (the slice's end is then a multiple of 4)
+  const bool vector_fn = flat % 4 == 0 && reinterpret_cast<uintptr_t>(fn) % 16 == 0;
+  float chains[Rows][kSumsPerLane] = {};
+#pragma unroll
+  for (int m = 0; m < kSumsPerLane; ++m) {
+    const int k = warp + m * (kThreads / 32);
+    if (k < mix) {
+      const float* w_row = fn + k * flat + begin + c0;
+      float w[kChain];
+#pragma unroll
+      for (int q = 0; q < kChain; q += 4) {
+        const bool inside = begin + c0 + q < end;
+        if (vector_fn) {
+          const float4 f = inside ? *reinterpret_cast<const float4*>(w_row + q) : make_float4(0, 0, 0, 0);
+          w[q] = f.x;
+          w[q + 1] = f.y;
+          w[q + 2] = f.z;
+          w[q + 3] = f.w;
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) w[q + e] = begin + c0 + q + e < end ? w_row[q + e] : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < kChain; ++q)
+#pragma unroll
+        for (int j = 0; j < Rows; ++j) chains[j][m] = fmaf(w[q], v[j][q], chains[j][m]);
+    } else if (k == kMaxMix) {
+#pragma unroll
+      for (int q = 0; q < kChain; ++q)
+#pragma unroll
+        for (int j = 0; j < Rows; ++j) chains[j][m] = fmaf(v[j][q], v[j][q], chains[j][m]);
+    }
   }
+#pragma unroll
+  for (int j = 0; j < Rows; ++j)
+#pragma unroll
+    for (int m = 0; m < kSumsPerLane; ++m) {
+      const int k = warp + m * (kThreads / 32);
+      const float total = warp_sum(chains[j][m]);  // sums past mix, not Σv², stay 0
+      if (k < kSums && lane == 0 && r0 + j < n) partial[((r0 + j) * slices + slice) * kSums + k] = total;
+    }
 }
 
 // The mix pass for many rows, equal bit for bit to hc_mix_kernel: a lane per row (64 rows a block,
 // staged in shared memory with the slice of fn's rows, which every lane of a warp reads at once:
 // from L2 those loads left most warps waiting), a warp per kSumsPerWarp of the sums of 32 rows (the
-// mixes in order, then Σv²).
-// hc_mix_kernel sums a row's products per 32 columns with warp_sum's butterfly (pairs 16 apart,
-// then 8, 4, 2, 1), the slice's 8 groups in order; here one lane computes that same tree from its
-// own products. The shuffles of that reduction were most of hc_mix_kernel's time at 8192 rows
-// (4.5 ms, 3.5% of copy bandwidth).
+// mixes in order, then Σv²). A lane computes the 32 partial sums of a slice one after another in
+// the order the butterfly tree takes its leaves (bit-reversed: 0, 16, 8, 24, ...), adding each
+// finished pair of subtrees at once, so each sum keeps five subtotals, not 32.
 constexpr int kRowGroups = 2;  // of 32 rows: the fn slice serves 64 rows, two blocks fit an SM
 constexpr int kTileRows = 32 * kRowGroups;
 constexpr int kSumsPerWarp = 5;
 constexpr int kGroupWarps = (kSums + kSumsPerWarp - 1) / kSumsPerWarp;  // the warps of one row group
 constexpr int kTileWarps = kRowGroups * kGroupWarps;
 constexpr int kTilePitch = kSliceLength + 4;  // a quarter warp's float4 reads fall on distinct banks
-static_assert(kSliceLength % 32 == 0, "the slice is whole 32-column groups");
+constexpr int kTreeLevels = 5;                // log2(32 partial sums)
 
-__device__ __forceinline__ float at(const float4& v, int q) { return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w; }
-
-// pairs[s][q] = p(c + q) + p(c + 16 + q) for the 4 columns from c (the butterfly's first level):
-// p(c) = w_s(c)·x(c), where w_s is the row of sum slot s in shared memory: a slice of fn's row, or
-// the lane's x itself for Σv². Past the row both x and the slice hold zeros.
-__device__ __forceinline__ void first_level(const float* x, const float* const (&rows)[kSumsPerWarp], int c,
-                                            float (&pairs)[kSumsPerWarp][4]) {
-  const float4 lo = *reinterpret_cast<const float4*>(x + c), hi = *reinterpret_cast<const float4*>(x + c + 16);
-#pragma unroll
-  for (int s = 0; s < kSumsPerWarp; ++s) {
-    const float4 wl = *reinterpret_cast<const float4*>(rows[s] + c);
-    const float4 wh = *reinterpret_cast<const float4*>(rows[s] + c + 16);
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-      pairs[s][q] = __fadd_rn(fmaf(at(wl, q), at(lo, q), 0.0f), fmaf(at(wh, q), at(hi, q), 0.0f));
-  }
+__host__ __device__ constexpr int bit_reversed5(int i) {
+  return ((i & 1) << 4) | ((i & 2) << 2) | (i & 4) | ((i & 8) >> 2) | ((i & 16) >> 4);
 }
 
 __global__ void __launch_bounds__(kTileWarps * 32)
@@ -209,25 +207,25 @@ __global__ void __launch_bounds__(kTileWarps * 32)
   }
   float slice_sum[kSumsPerWarp] = {};
   if (warp * kSumsPerWarp <= mix) {
-    for (int g = 0; g < kSliceLength / 32; ++g) {
-      const int c = 32 * g;
-      // the butterfly's levels 2-5: (c+i) with (c+i+8), then +4, +2, +1
-      float a[kSumsPerWarp][4], b[kSumsPerWarp][4], low[kSumsPerWarp][4];
-      first_level(x, rows, c, a);
-      first_level(x, rows, c + 8, b);
+    float subtotal[kTreeLevels][kSumsPerWarp];  // subtotal[l]: a finished subtree of 2^l leaves
 #pragma unroll
-      for (int s = 0; s < kSumsPerWarp; ++s)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) low[s][q] = __fadd_rn(a[s][q], b[s][q]);
-      first_level(x, rows, c + 4, a);
-      first_level(x, rows, c + 12, b);
+    for (int leaf = 0; leaf < 32; ++leaf) {
+      const int c = kChain * bit_reversed5(leaf);
+      const float4 x0 = *reinterpret_cast<const float4*>(x + c), x1 = *reinterpret_cast<const float4*>(x + c + 4);
+      const float xs[kChain] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
       for (int s = 0; s < kSumsPerWarp; ++s) {
-        float l3[4];
+        const float4 w0 = *reinterpret_cast<const float4*>(rows[s] + c), w1 = *reinterpret_cast<const float4*>(rows[s] + c + 4);
+        const float ws[kChain] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        float chain = 0.0f;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) l3[q] = __fadd_rn(low[s][q], __fadd_rn(a[s][q], b[s][q]));
-        const float group = __fadd_rn(__fadd_rn(l3[0], l3[2]), __fadd_rn(l3[1], l3[3]));
-        slice_sum[s] = __fadd_rn(slice_sum[s], group);  // hc_mix_kernel adds the warps' sums in order
+        for (int q = 0; q < kChain; ++q) chain = fmaf(ws[q], xs[q], chain);
+        // leaf's trailing one bits: the subtrees it completes, each added left (earlier) + right
+        int level = 0;
+#pragma unroll
+        for (; level < kTreeLevels && ((leaf >> level) & 1); ++level) chain = subtotal[level][s] + chain;
+        if (level < kTreeLevels) subtotal[level][s] = chain;
+        else slice_sum[s] = chain;
       }
     }
   }
