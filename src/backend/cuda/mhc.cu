@@ -12,12 +12,12 @@ namespace {
 
 constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
 constexpr int kSums = kMaxMix + 1;  // the mixes' dot products, then Σv²
-static_assert(kSums <= 32, "a lane per sum in hc_mix_kernel");
 constexpr int kThreads = 256;
 // The mix pass splits each row into slices of a fixed length, one block per (rows, slice), so a
 // decode step's single row spreads over the GPU; the slices' partial sums are added in slice
 // order by the finishing kernels, the same order whatever the batch.
-// 256 values: one per thread, and 64 blocks for a V4-Flash row (32 blocks of 512 took 7 µs).
+// 256 values: one per thread of a few-row block, and 64 blocks for a V4-Flash row (32 blocks of
+// 512 took 7 µs).
 constexpr int64_t kSliceLength = 256;
 // The finishing kernels take a block per row, the row's x staged in shared memory for its RMS
 // norm (rows of at most kMaxStagedDim): 1024 threads for a decode step's few rows (each thread's
@@ -82,7 +82,7 @@ struct UpdatedStreams {
 // The block first reads v = streams(r, i) once per value into shared memory (an updated stream is
 // computed and stored once), then warp w takes sums w, w + 8, ...: lane p the partial sums of
 // values 8p .. 8p + 7, the butterfly through shuffles.
-constexpr int kSumsPerLane = (kSums + kThreads / 32 - 1) / (kThreads / 32);
+constexpr int kSumsPerLane = (kSums + kThreads / 32 - 1) / (kThreads / 32);  // a lane's chains per row
 template <int Rows, class Streams>
 __global__ void __launch_bounds__(kThreads)
     hc_mix_kernel(Streams streams, const float* fn, int64_t n, int mix, int64_t flat, float* partial) {
