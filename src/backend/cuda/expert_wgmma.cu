@@ -18,11 +18,16 @@ namespace {
 constexpr int kTokens = 128;  // sorted rows of one expert per CTA: the products' n
 constexpr int kStageK = 128;  // inputs per pipeline stage: 8 k-steps, 64 fp4 bytes of a weight row
 constexpr int kSteps = kStageK / 16;
-constexpr int kStages = 5;                 // shared-memory ring; the copies run kStages - 2 stages ahead
+// The activations' ring in shared memory: the copies of a stage run kAhead stages ahead of its
+// products, into the buffer the two warpgroups finished with kStages - kAhead stages before, so a
+// warpgroup may run up to a stage ahead of the other without waiting for it.
+constexpr int kStages = 6;
+constexpr int kAhead = kStages - 3;
 constexpr int kThreads = 256;              // two warpgroups, each two 64-row weight slabs
 constexpr int kHalfBytes = kTokens * 128;  // 64 inputs of every token: one 128-byte swizzled row each
 constexpr int kStageBytes = 2 * kHalfBytes;
-constexpr size_t kSharedBytes = 1024 + size_t(kStages) * kStageBytes + kTokens * sizeof(void*);
+// the ring, the tile's input rows, then a full and an empty barrier per buffer
+constexpr size_t kSharedBytes = 1024 + size_t(kStages) * kStageBytes + kTokens * sizeof(void*) + 2 * kStages * 8;
 constexpr int kUpOutputs = 128;    // per CTA: 64 outputs of w1 and w3 per warpgroup
 constexpr int kDownOutputs = 256;  // per CTA: 128 rows of w2 per warpgroup
 
@@ -45,6 +50,21 @@ constexpr bool inverse_holds() {
   return true;
 }
 static_assert(inverse_holds(), "position_of inverts input_at");
+
+// Whether any thread of warpgroup wg has p (a barrier of its 128 threads, id 1 + wg).
+__device__ __forceinline__ bool warpgroup_any(bool p, int wg) {
+  uint32_t any;
+  asm volatile(
+      "{\n.reg .pred in, out;\n"
+      "setp.ne.u32 in, %1, 0;\n"
+      "bar.red.or.pred out, %2, 128, in;\n"
+      "selp.u32 %0, 1, 0, out;\n"
+      "}\n"
+      : "=r"(any)
+      : "r"(uint32_t(p)), "r"(1 + wg)
+      : "memory");
+  return any != 0;
+}
 
 // A lane's codes and scales of one stage: per slab, rows g and g + 8 of its warp's 16.
 template <WeightFormat F>
@@ -128,6 +148,9 @@ __device__ __forceinline__ void stage_products(const StageCodes<F>& c, uint32_t 
 struct Block {
   uint8_t* smem;  // the ring, 1024-byte aligned, then the tile's input rows
   uint32_t base;  // its shared-memory address
+  // Barrier arrays (8 bytes a buffer): full[i] completes a phase when every thread's copies into
+  // buffer i have landed; empty[i] when both warpgroups' products have read it.
+  uint32_t full, empty;
   const __nv_bfloat16* const* row_input;
   int row0, rows, tid, wg, warp, g, t;
   int64_t col0;
@@ -154,11 +177,13 @@ __device__ __forceinline__ void tile_gemm(const ExpertPass& p, const Block& b) {
   };
 
   const int stages = int(p.in / kStageK);
-#pragma unroll
-  for (int s = 0; s < kStages - 2; ++s) {
-    if (s < stages) load_inputs(s, s);
-    cp_async_commit();  // one group per stage, empty or not: the waits count groups
-  }
+  auto fill = [&](int stage) {
+    const int buffer = stage % kStages;
+    if (stage >= kStages) mbarrier_wait(b.empty + 8 * buffer, (stage / kStages - 1) & 1);
+    load_inputs(buffer, stage);
+    cp_async_arrive(b.full + 8 * buffer);
+  };
+  for (int s = 0; s < kAhead && s < stages; ++s) fill(s);
   float acc[2][N / 2];
 #pragma unroll
   for (int m = 0; m < 2; ++m)
@@ -173,24 +198,22 @@ __device__ __forceinline__ void tile_gemm(const ExpertPass& p, const Block& b) {
     if constexpr (F == WeightFormat::mxfp4)
 #pragma unroll
       for (int m = 0; m < 2; ++m) large |= codes.scales[m][0] > 128 || codes.scales[m][1] > 128;
-    cp_async_wait<kStages - 3>();  // this thread's copies of `stage` have landed ...
-    fence_shared_for_async();  // ... are visible to the tensor cores' reads ...
-    // ... everyone's; and every warpgroup is past the step 0 of stage - 1, so done with stage - 2's
-    // buffer, refilled below. The block agrees on the MXFP4 decoder (wgmma wants it warpgroup-wide).
-    large = __syncthreads_or(large);
-    const int ahead = stage + kStages - 2;
-    if (ahead < stages) load_inputs(ahead % kStages, ahead);
-    cp_async_commit();
+    if (stage + kAhead < stages) fill(stage + kAhead);
+    mbarrier_wait(b.full + 8 * (stage % kStages), (stage / kStages) & 1);  // everyone's copies of `stage` landed ...
+    fence_shared_for_async();  // ... and are visible to the tensor cores' reads
+    // the warpgroup agrees on the MXFP4 decoder (its products are one instruction of 4 warps)
+    if constexpr (F == WeightFormat::mxfp4) large = warpgroup_any(large, b.wg);
     const uint32_t stage_address = b.base + (stage % kStages) * kStageBytes;
     if (F == WeightFormat::mxfp4 && large)
       stage_products<F, N, true>(codes, stage_address, acc);
     else
       stage_products<F, N, false>(codes, stage_address, acc);
+    // past its first step's wait, the warpgroup's products of stage - 1 are done: its buffer is free
+    if (stage > 0 && b.tid % 128 == 0) mbarrier_arrive(b.empty + 8 * ((stage - 1) % kStages));
   }
   wgmma_wait<0>();
   wgmma_hold(acc[0]);
   wgmma_hold(acc[1]);
-  cp_async_wait<0>();
 
   if constexpr (Up) {
     __syncthreads();  // both warpgroups are done with the ring: it takes h's tile
@@ -273,6 +296,12 @@ __global__ void __launch_bounds__(kThreads, 1) expert_wgmma_kernel(ExpertPass p)
     }
   }
   auto** row_input = reinterpret_cast<const __nv_bfloat16**>(b.smem + kStages * kStageBytes);
+  b.full = shared_address(row_input + kTokens);
+  b.empty = b.full + 8 * kStages;
+  if (b.tid < kStages) {
+    mbarrier_init(b.full + 8 * b.tid, kThreads);
+    mbarrier_init(b.empty + 8 * b.tid, 2);
+  }
   for (int r = b.tid; r < kTokens; r += kThreads)
     row_input[r] =
         r < b.rows ? p.input + (Up ? int64_t(p.order[b.row0 + r]) / p.k : int64_t(b.row0 + r)) * p.in : nullptr;

@@ -44,6 +44,31 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
 }
 
+// Barriers in shared memory (mbarrier, 8 bytes at a shared address) that count arrivals per
+// phase: a phase completes when `count` arrivals have come, and the barrier starts the next.
+__device__ __forceinline__ void mbarrier_init(uint32_t barrier, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(barrier), "r"(count) : "memory");
+}
+// One arrival, once all of this thread's cp.async copies issued so far have landed (`count` at
+// init includes these arrivals).
+__device__ __forceinline__ void cp_async_arrive(uint32_t barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(barrier) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(uint32_t barrier) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(barrier) : "memory");
+}
+// Until the phase of parity `parity` (0 for the first, 1 for the second, ...) has completed.
+__device__ __forceinline__ void mbarrier_wait(uint32_t barrier, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "retry:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra retry;\n"
+      "}\n" ::"r"(barrier),
+      "r"(parity)
+      : "memory");
+}
+
 // Four 8x8 bf16 matrices; lane i gives the row address of matrix i/8, row i%8, and receives in
 // r[j] the elements (i/4, 2(i%4) .. +1) of matrix j (of its transpose with _trans).
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
