@@ -535,7 +535,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sh.keys) +
                                 tile_chunk<kTileKeys>(i / unused, dim_chunks + i % unused)) = make_uint4(0, 0, 0, 0);
   }
-  fence_shared_for_async();  // the q tile, for warpgroup MMA (after the loop's first barrier)
+  if constexpr (Wgmma) fence_shared_for_async();  // the q tile, for warpgroup MMA (after the loop's first barrier)
 
   const float score_scale = p.scale * kLog2e;
   const TileAddresses tiles{q_tile, key_tile, prob_tile};
@@ -557,7 +557,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       case RowFormat::bf16: decode(std::integral_constant<RowFormat, RowFormat::bf16>{}); break;
       default: decode(std::integral_constant<RowFormat, RowFormat::f32>{}); break;
     }
-    fence_shared_for_async();  // the keys just written, for warpgroup MMA after the barrier
+    if constexpr (Wgmma) fence_shared_for_async();  // the keys just written, for warpgroup MMA after the barrier
     // the stage is free, the keys are in the tile; a tile of empty picks only (the tail of an
     // early CSA row's list) would change nothing: skip it
     const bool tile_done = (u + 1) % rounds_per_tile == 0;
@@ -618,7 +618,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
           make_uint4(packed[4], packed[5], packed[6], packed[7]);
       if (soft_part == 0) sh.factor[soft_head] = rescale;
     }
-    fence_shared_for_async();  // P, for warpgroup MMA after the barrier
+    if constexpr (Wgmma) fence_shared_for_async();  // P, for warpgroup MMA after the barrier
     __syncthreads();
 
     o.rescale(sh.factor);
