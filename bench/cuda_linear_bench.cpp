@@ -5,10 +5,12 @@
 // layer, one launch over all (token, slot) pairs; up to 4 tokens also with 1..16 warps per block.
 // Weights rotate through copies beyond the L2, as in a real decode step; inputs are random.
 //   tetra_cuda_linear_bench [--config DIR] [--json FILE] [--layer TEXT] [--format NAME] [--tokens M]
-//                           [--iterations N]
+//                           [--iterations N] [--timing eager|graph]
 // --layer, --format and --tokens keep only the layers whose name contains TEXT (the routed
 // experts: "routed"), one format, one M; --iterations sets the calls per timing round (20), e.g.
-// 1 under a profiler (tools/profile_linear.sh).
+// 1 under a profiler (tools/profile_linear.sh). --timing graph captures each round's calls (ours
+// and cuBLAS's) in a CUDA graph and times its replay, as a decode step runs them: no host launch
+// cost between calls, which in the default eager timing bounds small matrices at ~5 µs a call.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -16,13 +18,16 @@
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/cublas_handle.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_event.h"
+#include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/linear.h"
 #include "backend/cuda/moe.h"
@@ -58,18 +63,56 @@ const Format kFormats[] = {
     {"nvfp4", WeightFormat::nvfp4, DType::u8, DType::f8_e4m3, 0.5, 1, 16, 0x38},
 };
 
-// Median over 5 rounds of the mean milliseconds per call of f over `iterations` calls (after one
-// call not timed).
+// Where the timed calls run: eagerly on the legacy stream, or captured per round into a CUDA
+// graph on a stream of their own and replayed.
+struct Timing {
+  bool graph = false;
+  std::unique_ptr<tetra::cuda::CudaStream> own;  // graph timing only
+  cudaStream_t stream() const { return own ? own->get() : nullptr; }
+};
+
+struct GraphDeleter {
+  void operator()(cudaGraph_t g) const { cudaGraphDestroy(g); }
+};
+struct GraphExecDeleter {
+  void operator()(cudaGraphExec_t e) const { cudaGraphExecDestroy(e); }
+};
+using GraphPtr = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
+using GraphExecPtr = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
+
+// The calls f(first) .. f(first + iterations - 1) as one instantiated graph.
 template <class F>
-float time_ms(int iterations, F&& f) {
+GraphExecPtr capture(const Timing& t, int first, int iterations, F&& f) {
+  TETRA_CUDA_CHECK(cudaStreamBeginCapture(t.stream(), cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < iterations; ++i) f(first + i);
+  cudaGraph_t raw = nullptr;
+  TETRA_CUDA_CHECK(cudaStreamEndCapture(t.stream(), &raw));
+  const GraphPtr graph(raw);
+  cudaGraphExec_t exec = nullptr;
+  TETRA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph.get(), 0));
+  return GraphExecPtr(exec);
+}
+
+// Median over 5 rounds of the mean milliseconds per call of f over `iterations` calls (after one
+// call not timed; with graph timing, after one replay not timed of each round's graph).
+template <class F>
+float time_ms(const Timing& t, int iterations, F&& f) {
   tetra::cuda::CudaEvent start, stop;
   f(0);
   TETRA_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> rounds;
   for (int round = 0; round < 5; ++round) {
-    TETRA_CUDA_CHECK(cudaEventRecord(start.get()));
-    for (int i = 0; i < iterations; ++i) f(round * iterations + i);
-    TETRA_CUDA_CHECK(cudaEventRecord(stop.get()));
+    GraphExecPtr exec;
+    if (t.graph) {
+      exec = capture(t, round * iterations, iterations, f);
+      TETRA_CUDA_CHECK(cudaGraphLaunch(exec.get(), t.stream()));
+      TETRA_CUDA_CHECK(cudaStreamSynchronize(t.stream()));
+    }
+    TETRA_CUDA_CHECK(cudaEventRecord(start.get(), t.stream()));
+    if (t.graph) TETRA_CUDA_CHECK(cudaGraphLaunch(exec.get(), t.stream()));
+    else
+      for (int i = 0; i < iterations; ++i) f(round * iterations + i);
+    TETRA_CUDA_CHECK(cudaEventRecord(stop.get(), t.stream()));
     TETRA_CUDA_CHECK(cudaEventSynchronize(stop.get()));
     float ms = 0;
     TETRA_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
@@ -187,6 +230,7 @@ int run(int argc, char** argv) {
   std::string config_dir = "tests/data/v4_flash", json_path, layer_filter, format_filter;
   int64_t only_tokens = 0;
   int iterations = 20;
+  Timing timing;
   for (int i = 1; i < argc; i += 2) {
     if (i + 1 >= argc) tetra::usage_error("tetra_cuda_linear_bench: ", argv[i], " needs a value");
     const std::string option = argv[i], value = argv[i + 1];
@@ -196,22 +240,29 @@ int run(int argc, char** argv) {
     else if (option == "--format") format_filter = value;
     else if (option == "--tokens") only_tokens = positive_count(option, value);
     else if (option == "--iterations") iterations = int(std::min<int64_t>(positive_count(option, value), 1000));
+    else if (option == "--timing" && (value == "eager" || value == "graph")) timing.graph = value == "graph";
+    else if (option == "--timing")
+      tetra::usage_error("tetra_cuda_linear_bench: --timing is eager or graph, not '", value, "'");
     else tetra::usage_error("tetra_cuda_linear_bench: unknown option ", option);
   }
   const tetra::ModelConfig config = tetra::load_model_config(config_dir);
+  if (timing.graph) timing.own = std::make_unique<tetra::cuda::CudaStream>();
+  const Timing eager;  // the copy ceiling: one call a round either way
   cudaDeviceProp prop{};
   TETRA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
 
   const size_t copy_bytes = size_t(1) << 30;
   DeviceBuffer a(copy_bytes), b(copy_bytes);
-  const float copy_ms =
-      time_ms(10, [&](int) { TETRA_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), copy_bytes, cudaMemcpyDeviceToDevice)); });
+  const float copy_ms = time_ms(eager, 10, [&](int) {
+    TETRA_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), copy_bytes, cudaMemcpyDeviceToDevice));
+  });
   const double copy_gbs = 2.0 * double(copy_bytes) / (copy_ms * 1e6);
-  std::printf("%s, %d SMs; device copy %.0f GB/s (read + write)\n\n", prop.name, prop.multiProcessorCount, copy_gbs);
+  std::printf("%s, %d SMs; device copy %.0f GB/s (read + write); %s timing\n\n", prop.name, prop.multiProcessorCount,
+              copy_gbs, timing.graph ? "graph" : "eager");
 
   std::mt19937 rng(1);
   const Filler filler(rng);
-  const tetra::cuda::CublasHandle cublas(nullptr);  // the legacy stream, as the timed calls
+  const tetra::cuda::CublasHandle cublas(timing.stream());  // the timed calls' stream
   const int64_t ms_list[] = {1, 4, 16, 64};
   std::vector<Row> rows;
   std::printf("%-26s %-9s %7s %3s %9s %8s %6s %10s %7s  %s\n", "layer [out x in]", "format", "MB", "M", "us", "GB/s", "copy",
@@ -233,7 +284,7 @@ int run(int argc, char** argv) {
         filler.fill(xb.get(), xb.bytes(), WeightFormat::dense);
         const float alpha = 1, beta = 0;
         const int64_t per = l.out / l.groups;
-        peer_us.push_back(1e3f * time_ms(iterations, [&](int i) {
+        peer_us.push_back(1e3f * time_ms(timing, iterations, [&](int i) {
           const auto* wp = static_cast<const uint8_t*>(w.copies[size_t(i) % w.copies.size()].get());
           cublasGemmStridedBatchedEx(cublas.get(), CUBLAS_OP_T, CUBLAS_OP_N, int(per), int(m), int(l.in), &alpha, wp,
                                      CUDA_R_16BF, int(l.in), per * l.in, xb.get(), CUDA_R_16BF, int(k_in), l.in, &beta,
@@ -251,9 +302,9 @@ int run(int argc, char** argv) {
         if (!keep_tokens(m)) continue;
         DeviceBuffer x = random_floats(size_t(m * k_in), rng), y(size_t(m * l.out) * sizeof(float));
         auto run = [&](int split) {
-          return 1e3f * time_ms(iterations, [&](int i) {
+          return 1e3f * time_ms(timing, iterations, [&](int i) {
             tetra::cuda::linear(w.ref(f, l.out, l.in, i), x.get<float>(), m, l.groups, !l.f32_input, y.get<float>(),
-                                nullptr, split);
+                                timing.stream(), split);
           });
         };
         const double us = run(0);
@@ -320,11 +371,11 @@ int run(int argc, char** argv) {
           out(size_t(n * D) * sizeof(float));
       // split 0: the kernels' own choice; otherwise forced warps per block
       auto run = [&](int split) {
-        return 1e3 * time_ms(iterations, [&](int i) {
+        return 1e3 * time_ms(timing, iterations, [&](int i) {
           const int32_t* selected = sel[size_t(i % kSelections)].get<int32_t>();
           tetra::cuda::routed_experts(x.get<float>(), n, D, I, rw.get<float>(), selected, K, t1.get<WeightRef>(),
                                       t2.get<WeightRef>(), t3.get<WeightRef>(), layout, 10.0f, true, scratch.get<float>(),
-                                      out.get<float>(), nullptr, split);
+                                      out.get<float>(), timing.stream(), split);
         });
       };
       const double us = run(0);
@@ -363,8 +414,8 @@ int run(int argc, char** argv) {
   if (!json_path.empty()) {
     FILE* out = std::fopen(json_path.c_str(), "w");
     if (!out) tetra::runtime_error("cannot write ", json_path);
-    std::fprintf(out, "{\"gpu\": \"%s\", \"copy_gbs\": %.0f, \"gemm_m1_min_bw_fraction\": %.3f,\n", prop.name, copy_gbs,
-                 min_fraction);
+    std::fprintf(out, "{\"gpu\": \"%s\", \"timing\": \"%s\", \"copy_gbs\": %.0f, \"gemm_m1_min_bw_fraction\": %.3f,\n",
+                 prop.name, timing.graph ? "graph" : "eager", copy_gbs, min_fraction);
     std::fprintf(out, " \"gemm_m1_min_speedup_vs_cublas_bf16\": %.3f, \"per_format\": {%s},\n", min_speedup,
                  per_format.c_str());
     const char* scope =
