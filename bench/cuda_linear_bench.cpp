@@ -21,12 +21,12 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/cublas_handle.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_event.h"
+#include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/linear.h"
@@ -67,31 +67,9 @@ const Format kFormats[] = {
 // graph on a stream of their own and replayed.
 struct Timing {
   bool graph = false;
-  std::unique_ptr<tetra::cuda::CudaStream> own;  // graph timing only
+  std::shared_ptr<tetra::cuda::CudaStream> own;  // graph timing only
   cudaStream_t stream() const { return own ? own->get() : nullptr; }
 };
-
-struct GraphDeleter {
-  void operator()(cudaGraph_t g) const { cudaGraphDestroy(g); }
-};
-struct GraphExecDeleter {
-  void operator()(cudaGraphExec_t e) const { cudaGraphExecDestroy(e); }
-};
-using GraphPtr = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
-using GraphExecPtr = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
-
-// The calls f(first) .. f(first + iterations - 1) as one instantiated graph.
-template <class F>
-GraphExecPtr capture(const Timing& t, int first, int iterations, F&& f) {
-  TETRA_CUDA_CHECK(cudaStreamBeginCapture(t.stream(), cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < iterations; ++i) f(first + i);
-  cudaGraph_t raw = nullptr;
-  TETRA_CUDA_CHECK(cudaStreamEndCapture(t.stream(), &raw));
-  const GraphPtr graph(raw);
-  cudaGraphExec_t exec = nullptr;
-  TETRA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph.get(), 0));
-  return GraphExecPtr(exec);
-}
 
 // Median over 5 rounds of the mean milliseconds per call of f over `iterations` calls (after one
 // call not timed; with graph timing, after one replay not timed of each round's graph).
@@ -102,14 +80,16 @@ float time_ms(const Timing& t, int iterations, F&& f) {
   TETRA_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> rounds;
   for (int round = 0; round < 5; ++round) {
-    GraphExecPtr exec;
+    std::unique_ptr<tetra::cuda::CudaGraph> graph;  // the round's calls, when timed as a graph
     if (t.graph) {
-      exec = capture(t, round * iterations, iterations, f);
-      TETRA_CUDA_CHECK(cudaGraphLaunch(exec.get(), t.stream()));
+      graph = std::make_unique<tetra::cuda::CudaGraph>(t.own, nullptr, [&] {
+        for (int i = 0; i < iterations; ++i) f(round * iterations + i);
+      });
+      graph->launch();
       TETRA_CUDA_CHECK(cudaStreamSynchronize(t.stream()));
     }
     TETRA_CUDA_CHECK(cudaEventRecord(start.get(), t.stream()));
-    if (t.graph) TETRA_CUDA_CHECK(cudaGraphLaunch(exec.get(), t.stream()));
+    if (graph) graph->launch();
     else
       for (int i = 0; i < iterations; ++i) f(round * iterations + i);
     TETRA_CUDA_CHECK(cudaEventRecord(stop.get(), t.stream()));
@@ -246,7 +226,7 @@ int run(int argc, char** argv) {
     else tetra::usage_error("tetra_cuda_linear_bench: unknown option ", option);
   }
   const tetra::ModelConfig config = tetra::load_model_config(config_dir);
-  if (timing.graph) timing.own = std::make_unique<tetra::cuda::CudaStream>();
+  if (timing.graph) timing.own = std::make_shared<tetra::cuda::CudaStream>();
   const Timing eager;  // the copy ceiling: one call a round either way
   cudaDeviceProp prop{};
   TETRA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
