@@ -168,7 +168,6 @@ __device__ __forceinline__ uint4 bf16_chunk(const uint8_t* row, int c, int d, in
     }
     const uint2 codes = *reinterpret_cast<const uint2*>(row + 8 * c);
     const uint8_t e = row[nope + 2 * rope_dim + 8 * c / 64];
-    uint32_t w[4];
     // An e4m3 code's bits moved into a bf16 are its value times 2^-120 (subnormals too), so one
     // bf16 multiply by 2^(e-7) = 2^120·2^(e-127) rounds the exact product once, as the f32 path
     // below does; that path keeps the rare scales above 2^7 and NaN codes (0x7F, 0xFF: their low
@@ -177,12 +176,11 @@ __device__ __forceinline__ uint4 bf16_chunk(const uint8_t* row, int c, int d, in
         (((codes.x & 0x7F7F7F7Fu) + 0x01010101u) | ((codes.y & 0x7F7F7F7Fu) + 0x01010101u)) & 0x80808080u;
     if (e < 135 && !nan_bits) {
       const uint32_t factor = bf16x2_splat(uint16_t((e + 120) << 7));
-#pragma unroll
-      for (int i = 0; i < 4; ++i)  // codes 2i, 2i+1 spread to bytes 0 and 2, then as one bf16 pair
-        w[i] = bf16x2_mul(fp8_pair_even(__byte_perm(i < 2 ? codes.x : codes.y, 0, i % 2 ? 0x4342 : 0x4140)), factor);
-      return {w[0], w[1], w[2], w[3]};
+      return {bf16x2_mul(fp8_pair_low(codes.x), factor), bf16x2_mul(fp8_pair_high(codes.x), factor),
+              bf16x2_mul(fp8_pair_low(codes.y), factor), bf16x2_mul(fp8_pair_high(codes.y), factor)};
     }
     const float scale = decode_e8m0(e);
+    uint32_t w[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const uint32_t word = i < 2 ? codes.x : codes.y;
@@ -245,12 +243,12 @@ __device__ __forceinline__ void scores_wgmma(const TileAddresses& at, float scor
   wgmma_fence();
   // Every k-step of kMaxDim, the tiles holding zeros past d: over a trip count known only at run
   // time ptxas serialized the products (C7519/C7520 in its -v output).
+  const uint32_t keys_low = swizzle128_low_word(at.keys), q_low = swizzle128_low_word(at.q + first_head * 128);
 #pragma unroll
   for (int ks = 0; ks < kMaxDim / 16; ++ks) {
     const uint32_t in_block = (ks % 4) * 32;  // the k-step inside its 64-value column block
-    const uint64_t a = swizzle128_descriptor(at.keys + (ks / 4) * (kTileKeys * 128) + in_block);
-    const uint64_t b = swizzle128_descriptor(at.q + (ks / 4) * (G * 128) + first_head * 128 + in_block);
-    wgmma_bf16_ss<kHeads>(s, a, b);
+    wgmma_bf16_ss<kHeads>(s, swizzle128_descriptor_at(keys_low, (ks / 4) * (kTileKeys * 128) + in_block),
+                          swizzle128_descriptor_at(q_low, (ks / 4) * (G * 128) + in_block));
   }
   wgmma_commit();
   wgmma_wait<0>();
@@ -336,6 +334,7 @@ struct OutputTile<G, true> {
   }
   __device__ __forceinline__ void accumulate(const TileAddresses& at, int /*d: all m-tiles run*/) {
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
+    const uint32_t probs_low = swizzle128_low_word(at.probs);
 #pragma unroll
     for (int ks = 0; ks < kTileKeys / 16; ++ks) {
       uint32_t a[4][4];
@@ -343,7 +342,7 @@ struct OutputTile<G, true> {
 #pragma unroll
       for (int m = 0; m < 4; ++m)  // no guard on d (zeros past it, never stored): see scores_wgmma
         ldmatrix_x4_trans(a[m], at.keys + tile_chunk<kTileKeys>(key, 8 * (4 * wg + m) + 2 * warp + ((lane >> 3) & 1)));
-      const uint64_t b = swizzle128_descriptor(at.probs + 32 * ks);
+      const uint64_t b = swizzle128_descriptor_at(probs_low, 32 * ks);
 #pragma unroll
       for (int m = 0; m < 4; ++m) wgmma_hold(acc[m]);  // the rescale's products land before the fence
       wgmma_fence();

@@ -26,11 +26,21 @@ __device__ __forceinline__ uint32_t bf16x2_pack(float lo, float hi) {
 }
 __device__ __forceinline__ uint32_t bf16x2_splat(uint16_t bits) { return uint32_t(bits) * 0x10001u; }
 
-// fp8 e4m3 bytes b0..b3 of w: (b0, b2) and (b1, b3) as bf16 pairs of value·2^-120.
-__device__ __forceinline__ uint32_t fp8_pair_even(uint32_t w) {
-  return ((w << 8) & 0x80008000u) | ((w << 4) & 0x07F007F0u);
+// fp8 e4m3 bytes of w as a bf16 pair of value·2^-120 (subnormal codes too), three operations: a
+// byte permutation that puts each code in the low byte of its half with its sign bit replicated
+// over the high byte (selector nibbles 8-15 do that), then a shift by four, which moves the
+// sign to bit 15 and exponent and mantissa to bits 4-10, and a mask of the rest.
+template <uint32_t Selector>
+__device__ __forceinline__ uint32_t fp8_pair(uint32_t w) {
+  uint32_t spread;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(spread) : "r"(w), "n"(Selector));
+  return (spread << 4) & 0x87F087F0u;
 }
-__device__ __forceinline__ uint32_t fp8_pair_odd(uint32_t w) { return (w & 0x80008000u) | ((w >> 4) & 0x07F007F0u); }
+// Bytes b0..b3 of w: (b0, b2), (b1, b3), (b0, b1), (b2, b3).
+__device__ __forceinline__ uint32_t fp8_pair_even(uint32_t w) { return fp8_pair<0xA280>(w); }
+__device__ __forceinline__ uint32_t fp8_pair_odd(uint32_t w) { return fp8_pair<0xB391>(w); }
+__device__ __forceinline__ uint32_t fp8_pair_low(uint32_t w) { return fp8_pair<0x9180>(w); }
+__device__ __forceinline__ uint32_t fp8_pair_high(uint32_t w) { return fp8_pair<0xB3A2>(w); }
 constexpr uint16_t kFp8Bias = 0x7B80;  // bf16 2^120
 
 

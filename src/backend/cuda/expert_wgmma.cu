@@ -113,6 +113,7 @@ __device__ __forceinline__ void stage_products(const StageCodes<F>& c, uint32_t 
         second[m][h] = 0;
       }
     }
+  const uint32_t stage_low = swizzle128_low_word(stage_address);
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
     uint32_t a[2][4];
@@ -135,7 +136,7 @@ __device__ __forceinline__ void stage_products(const StageCodes<F>& c, uint32_t 
       a[m][2] = rows[0].y;
       a[m][3] = rows[1].y;
     }
-    const uint64_t b = swizzle128_descriptor(stage_address + (s / 4) * kHalfBytes + (s % 4) * 32);
+    const uint64_t b = swizzle128_descriptor_at(stage_low, (s / 4) * kHalfBytes + (s % 4) * 32);
     wgmma_fence();
     wgmma_bf16<N>(acc[0], a[0], b);
     wgmma_bf16<N>(acc[1], a[1], b);
