@@ -49,20 +49,18 @@ __device__ __forceinline__ void wgmma_hold(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// The shared-memory descriptor of a 128-byte-swizzled K-major operand whose rows start at
-// `address` (the start advances by 32 bytes per k-step of 16 inside a row): start >> 4, the
-// leading offset unused (1), 1024 bytes between 8-row groups, swizzle mode 1 (128 bytes).
-// Kernels compute the low word once per tile and step it with swizzle128_descriptor_at: building
-// each descriptor from its address cost ~6 uniform instructions a product.
+// The shared-memory descriptor of a 128-byte-swizzled K-major operand whose rows start at a
+// given address (the start advances by 32 bytes per k-step of 16 inside a row): start >> 4, the
+// leading offset unused (1), 1024 bytes between 8-row groups, swizzle mode 1 (128 bytes). Kernels
+// compute the low word (start and leading offset) once per tile and step it with
+// swizzle128_descriptor_at: building each descriptor from its address cost ~6 uniform
+// instructions a product.
 __device__ __forceinline__ uint32_t swizzle128_low_word(uint32_t address) { return ((address & 0x3FFFF) >> 4) | (1u << 16); }
 // The descriptor of the operand `bytes` (a multiple of 16) after the one whose low word is given:
 // the start field is bits 0-13, and shared-memory addresses stay below 2^18, so the sum never
 // carries out of it.
 __device__ __forceinline__ uint64_t swizzle128_descriptor_at(uint32_t low_word, uint32_t bytes) {
   return (uint64_t((1024 >> 4) | (1u << 30)) << 32) | (low_word + (bytes >> 4));
-}
-__device__ __forceinline__ uint64_t swizzle128_descriptor(uint32_t address) {
-  return swizzle128_descriptor_at(swizzle128_low_word(address), 0);
 }
 
 // d[N / 2] += A (registers a[4]) · B (descriptor b): m64nNk16 (N = 16, 64 or 128), bf16 inputs, f32
