@@ -82,6 +82,11 @@ MmaSplit mma_split(const WeightRef& w, int64_t groups, int split_k) {
     return s;
   }
   while (s.warps < 8 && 2 * s.warps <= chunks && tiles * s.warps < kTargetWarps) s.warps *= 2;
+  // A matrix of kTargetWarps tiles or more (the head: 4040) still takes 4 warps a tile; 4040
+  // one-warp blocks ran slower (the f32 head at M = 1 in the graph-timed linear bench: 283 µs at
+  // 1 warp a tile, 285 at 2, 265 at 4, 261 at 8).
+  if (tiles >= kTargetWarps)
+    while (s.warps < 4 && 2 * s.warps <= chunks) s.warps *= 2;
   // Also when a tile's warps are capped at 8 and the grid is short of kTargetWarps, as long as each
   // warp keeps four chunks (wo_b, 128 tiles of 128 FP8 chunks: 1024 warps, 19.1 µs; 2048, 14.7 µs).
   while (s.blocks < kMaxClusterBlocks &&
