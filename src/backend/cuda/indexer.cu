@@ -310,9 +310,12 @@ __device__ __forceinline__ void sort_winners(uint32_t* key, int32_t* index, int 
   }
 }
 
-// Scores a thread holds in registers through a select: a row of up to kSelectThreads · kHeldKeys
-// scores (every single-stage row and every part) is read from memory once, not once a pass.
-constexpr int kHeldKeys = 16;
+// Scores a thread holds in registers through a select: a row of up to kSelectThreads · HeldKeys
+// scores is read from memory once, not once a pass. 16 (64 registers, two blocks an SM) covers
+// every single-stage row and every part; the second stage holds 32 (~110 registers), which
+// covers the candidates of rows up to 32 parts (a 1M-token row): read from L2 once a pass, its
+// passes waited on their loads (55 µs for 16,384 candidates against 26 for a held part).
+constexpr int kHeldKeys = 16, kCandidateHeldKeys = 32;
 
 // One block: the top k of src's `count` entries, ranked (score descending, ties to the lower
 // position) into o (their indices; -1 past the pickable ones) and, when o_score is set, their
@@ -322,8 +325,8 @@ constexpr int kHeldKeys = 16;
 // then the winners sorted. O(count + k log² k) work; the result equals k argmax rounds with ties
 // to the lower position. Where scores tie, positions are in index order for both sources, so
 // ties also go to the lower index. Held: the scores sit in registers (count ≤ kSelectThreads ·
-// kHeldKeys), else each pass reads them again.
-template <bool Held, class Source>
+// HeldKeys), else each pass reads them again.
+template <bool Held, int HeldKeys, class Source>
 __device__ void select_top_in(const Source& src, int64_t count, int64_t k, int32_t* o, float* o_score) {
   using Scan = cub::BlockScan<int, kSelectThreads>;
   __shared__ typename Scan::TempStorage scan;
@@ -335,10 +338,10 @@ __device__ void select_top_in(const Source& src, int64_t count, int64_t k, int32
   uint32_t* win_key = winners;
   int32_t* win_index = reinterpret_cast<int32_t*>(winners + k);
 
-  float held[Held ? kHeldKeys : 1];
+  float held[Held ? HeldKeys : 1];
   if constexpr (Held) {
 #pragma unroll
-    for (int i = 0; i < kHeldKeys; ++i) {
+    for (int i = 0; i < HeldKeys; ++i) {
       const int64_t c = int64_t(i) * blockDim.x + threadIdx.x;
       held[i] = c < count ? src.score(c) : -INFINITY;
     }
@@ -348,7 +351,7 @@ __device__ void select_top_in(const Source& src, int64_t count, int64_t k, int32
   auto each_key = [&](auto&& f) {
     if constexpr (Held) {
 #pragma unroll
-      for (int i = 0; i < kHeldKeys; ++i) {
+      for (int i = 0; i < HeldKeys; ++i) {
         const int64_t base = int64_t(i) * blockDim.x;
         if (base >= count) break;
         f(base + threadIdx.x, held[i]);
@@ -453,10 +456,10 @@ __device__ void select_top_in(const Source& src, int64_t count, int64_t k, int32
   }
 }
 
-template <class Source>
+template <int HeldKeys = kHeldKeys, class Source>
 __device__ void select_top(const Source& src, int64_t count, int64_t k, int32_t* o, float* o_score) {
-  if (count <= int64_t(kHeldKeys) * blockDim.x) select_top_in<true>(src, count, k, o, o_score);
-  else select_top_in<false>(src, count, k, o, o_score);
+  if (count <= int64_t(HeldKeys) * blockDim.x) select_top_in<true, HeldKeys>(src, count, k, o, o_score);
+  else select_top_in<false, HeldKeys>(src, count, k, o, o_score);
 }
 
 // Rows of many keys (long contexts) select in two stages: block (row, part) ranks the top k of
@@ -492,7 +495,8 @@ __global__ void __launch_bounds__(kSelectThreads)
                                      int32_t* out) {
   wait_for_inputs();
   const int64_t r = blockIdx.x, first = r * parts * k;
-  select_top(Candidates{part_scores + first, part_indices + first}, parts * k, k, out + r * k, nullptr);
+  select_top<kCandidateHeldKeys>(Candidates{part_scores + first, part_indices + first}, parts * k, k, out + r * k,
+                                 nullptr);
 }
 
 int64_t select_parts(int64_t capacity) {
