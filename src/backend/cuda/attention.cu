@@ -645,7 +645,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 
 // Row (begin + blockIdx.x / heads), head (blockIdx.x % heads): the row's splits in order, with
 // the sink in the denominator.
-constexpr int kCombineThreads = 128;
+constexpr int kCombineThreads = 128, kCombineDims = kMaxDim / kCombineThreads;
 __global__ void __launch_bounds__(kCombineThreads)
     combine_splits_kernel(const float* partial, AttentionKeys keys, const float* sinks, StepView at, int64_t begin,
                           AttentionParams p, int64_t splits, float* out) {
@@ -658,22 +658,44 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
   const int64_t used = split_count(KeyList(keys, at, r, p.window, p.ratio).total());
   const float* part = partial + (local * p.heads + h) * splits * (d + 2);  // split s: O [d], max, sum
+  // Every load of a stage is issued before any is used (fully unrolled over kMaxSplits, and over
+  // the kCombineDims dims a thread takes): a loop over `used` splits ran as a chain of L2 round
+  // trips (the max alone three or four).
+  float split_max[kMaxSplits], split_sum[kMaxSplits];
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; ++s) {
+    split_max[s] = s < used ? part[s * (d + 2) + d] : -INFINITY;
+    split_sum[s] = s < used ? part[s * (d + 2) + d + 1] : 0.0f;
+  }
   const float sink = sinks[h] * kLog2e;
   float top = sink;
-  for (int64_t s = 0; s < used; ++s) top = fmaxf(top, part[s * (d + 2) + d]);
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; ++s) top = fmaxf(top, split_max[s]);
   float weight[kMaxSplits];
   float denom = exp2f(sink - top);
 #pragma unroll
   for (int s = 0; s < kMaxSplits; ++s) {
-    weight[s] = s < used ? exp2f(part[s * (d + 2) + d] - top) : 0.0f;
-    if (s < used) denom += part[s * (d + 2) + d + 1] * weight[s];
+    weight[s] = s < used ? exp2f(split_max[s] - top) : 0.0f;
+    if (s < used) denom += split_sum[s] * weight[s];
   }
-  for (int64_t i = threadIdx.x; i < d; i += kCombineThreads) {
-    float v = 0;
+  for (int64_t i0 = threadIdx.x; i0 < d; i0 += kCombineThreads * kCombineDims) {
+    float x[kMaxSplits][kCombineDims];
 #pragma unroll
     for (int s = 0; s < kMaxSplits; ++s)
-      if (s < used) v += part[s * (d + 2) + i] * weight[s];
-    o[i] = v / denom;
+#pragma unroll
+      for (int j = 0; j < kCombineDims; ++j) {
+        const int64_t i = i0 + j * kCombineThreads;
+        x[s][j] = s < used && i < d ? part[s * (d + 2) + i] : 0.0f;
+      }
+    float v[kCombineDims] = {};
+#pragma unroll
+    for (int s = 0; s < kMaxSplits; ++s)
+#pragma unroll
+      for (int j = 0; j < kCombineDims; ++j)
+        if (s < used) v[j] += x[s][j] * weight[s];
+#pragma unroll
+    for (int j = 0; j < kCombineDims; ++j)
+      if (const int64_t i = i0 + j * kCombineThreads; i < d) o[i] = v[j] / denom;
   }
 }
 
