@@ -269,6 +269,7 @@ __device__ __forceinline__ float key_score(uint32_t key) {
 struct ScoreSlice {
   const float* z;
   int64_t first;
+  __device__ const float* score_data() const { return z + first; }  // score(c) is score_data()[c]
   __device__ float score(int64_t c) const { return z[first + c]; }
   __device__ int32_t index(int64_t c) const { return int32_t(first + c); }
 };
@@ -276,19 +277,25 @@ struct ScoreSlice {
 struct Candidates {
   const float* scores;
   const int32_t* indices;
+  __device__ const float* score_data() const { return scores; }
   __device__ float score(int64_t c) const { return scores[c]; }
   __device__ int32_t index(int64_t c) const { return indices[c]; }
 };
 
-// Sorts n (order key, index) pairs in shared memory best first (the larger key, then the lower
-// index) with a bitonic network whose merges all run one way (each begins by comparing mirrored
-// positions of its span): positions past n then act as worst entries that never move, so any n
-// sorts in place. O(n log² n) compares over ~log² n / 2 block-wide steps.
+// A better-first compare (the larger key, then the lower index) of two (order key, index) pairs.
+__device__ __forceinline__ bool better(uint32_t key, int32_t index, uint32_t other_key, int32_t other_index) {
+  return key > other_key || (key == other_key && index < other_index);
+}
+
+// Sorts n (order key, index) pairs in shared memory best first with a bitonic network whose
+// merges all run one way (each begins by comparing mirrored positions of its span): positions
+// past n then act as worst entries that never move, so any n sorts in place. O(n log² n)
+// compares over ~log² n / 2 block-wide steps. For n above the block's threads.
 __device__ __forceinline__ void sort_winners(uint32_t* key, int32_t* index, int n) {
   auto order = [&](int lo, int hi) {  // lo < hi: the better of the two to lo
     const uint32_t kl = key[lo], kh = key[hi];
     const int32_t il = index[lo], ih = index[hi];
-    if (kh > kl || (kh == kl && ih < il)) {
+    if (better(kh, ih, kl, il)) {
       key[lo] = kh, key[hi] = kl;
       index[lo] = ih, index[hi] = il;
     }
@@ -310,144 +317,196 @@ __device__ __forceinline__ void sort_winners(uint32_t* key, int32_t* index, int 
   }
 }
 
+// The same network for n ≤ blockDim.x pairs, one a thread in registers: thread p holds position
+// p (worst entries past n), and each step pairs p with p ^ distance; distances below 32 go
+// through warp shuffles, the others through shared memory (two buffers, so one barrier a step):
+// 10 block-wide steps of 45 for 512 pairs. Every thread returns its position's pair.
+struct RankedPair {
+  uint32_t key;
+  int32_t index;
+};
+__device__ __forceinline__ RankedPair sort_winners_held(const uint32_t* key, const int32_t* index, int n) {
+  __shared__ uint32_t swap_key[2][kSelectThreads];
+  __shared__ int32_t swap_index[2][kSelectThreads];
+  const int p = threadIdx.x;
+  int span = 32;  // the network's width: a power of two of whole warps
+  while (span < n) span *= 2;
+  uint32_t k = p < n ? key[p] : 0;  // 0 is below every pickable score's order key
+  int32_t i = p < n ? index[p] : 0x7FFFFFFF;
+  int buffer = 0;
+  // One compare-exchange with position p ^ distance; the position whose `lower_bit` is clear
+  // keeps the better pair.
+  auto exchange = [&](int distance, int lower_bit) {
+    uint32_t other_key = k;
+    int32_t other_index = i;
+    if (distance < 32) {
+      other_key = __shfl_xor_sync(0xFFFFFFFFu, k, distance);
+      other_index = __shfl_xor_sync(0xFFFFFFFFu, i, distance);
+    } else {
+      if (p < span) swap_key[buffer][p] = k, swap_index[buffer][p] = i;
+      __syncthreads();
+      if (p < span) other_key = swap_key[buffer][p ^ distance], other_index = swap_index[buffer][p ^ distance];
+      buffer ^= 1;
+    }
+    if (p < span && better(other_key, other_index, k, i) == ((p & lower_bit) == 0)) k = other_key, i = other_index;
+  };
+  for (int size = 2; size <= span; size *= 2) {
+    exchange(size - 1, size / 2);  // the mirror step
+    for (int stride = size / 4; stride > 0; stride /= 2) exchange(stride, stride);
+  }
+  return {k, i};
+}
+
 // Scores a thread holds in registers through a select: a row of up to kSelectThreads · HeldKeys
 // scores is read from memory once, not once a pass. 16 (64 registers, two blocks an SM) covers
 // every single-stage row and every part; the second stage holds 32 (~110 registers), which
-// covers the candidates of rows up to 32 parts (a 1M-token row): read from L2 once a pass, its
-// passes waited on their loads (55 µs for 16,384 candidates against 26 for a held part).
+// covers the candidates of rows up to 32 parts (a 1M-token row).
 constexpr int kHeldKeys = 16, kCandidateHeldKeys = 32;
 
 // One block: the top k of src's `count` entries, ranked (score descending, ties to the lower
 // position) into o (their indices; -1 past the pickable ones) and, when o_score is set, their
 // scores (-inf past them). The k-th largest key by radix select (a shared histogram per 8 bits,
-// most significant first, ending early once the bin that holds it is taken whole), then one
-// ordered pass collecting every key above it and the first ties at it (lower position first),
-// then the winners sorted. O(count + k log² k) work; the result equals k argmax rounds with ties
-// to the lower position. Where scores tie, positions are in index order for both sources, so
-// ties also go to the lower index. Held: the scores sit in registers (count ≤ kSelectThreads ·
-// HeldKeys), else each pass reads them again.
+// most significant first, ending early once the bin that holds it is taken whole), then every
+// key above it and the first ties at it (lower position first) collected, then the winners
+// sorted. O(count + k log² k) work; the result equals k argmax rounds with ties to the lower
+// position. Where scores tie, positions are in index order for both sources, so ties also go to
+// the lower index. Held: the scores sit in registers (count ≤ kSelectThreads · HeldKeys), else
+// each pass reads them again.
+// The block is a chain of short phases (a 1024-key row's select took ~17 µs), so each is kept
+// to one barrier: thread t takes the consecutive positions [t·per, (t+1)·per), so that one
+// block-wide scan orders the ties; every warp finds the next bin from the histogram itself; the
+// histograms rotate through three buffers, the one two passes ahead cleared meanwhile.
 template <bool Held, int HeldKeys, class Source>
 __device__ void select_top_in(const Source& src, int64_t count, int64_t k, int32_t* o, float* o_score) {
   using Scan = cub::BlockScan<int, kSelectThreads>;
   __shared__ typename Scan::TempStorage scan;
-  __shared__ int hist[kBins];
-  __shared__ uint32_t shared_prefix;
-  __shared__ int shared_need, shared_take, shared_above;
-  __shared__ bool shared_whole;
+  __shared__ int hist[3][kBins];
+  __shared__ int shared_above;
   extern __shared__ __align__(16) uint32_t winners[];  // order keys, then indices: k each
   uint32_t* win_key = winners;
   int32_t* win_index = reinterpret_cast<int32_t*>(winners + k);
 
+  const int64_t per = (count + blockDim.x - 1) / blockDim.x, first = threadIdx.x * per;
   float held[Held ? HeldKeys : 1];
   if constexpr (Held) {
+    // a thread's positions are consecutive: 16-byte loads where its run's length and address allow
+    static_assert(HeldKeys % 4 == 0);
+    const float* run = src.score_data() + first;
+    const bool vector = per % 4 == 0 && reinterpret_cast<uintptr_t>(run) % 16 == 0;
 #pragma unroll
-    for (int i = 0; i < HeldKeys; ++i) {
-      const int64_t c = int64_t(i) * blockDim.x + threadIdx.x;
-      held[i] = c < count ? src.score(c) : -INFINITY;
+    for (int i = 0; i < HeldKeys; i += 4) {
+      if (vector && i < per && first + i + 3 < count) {
+        const float4 v = *reinterpret_cast<const float4*>(run + i);
+        held[i] = v.x, held[i + 1] = v.y, held[i + 2] = v.z, held[i + 3] = v.w;
+      } else {
+#pragma unroll
+        for (int j = i; j < i + 4; ++j) held[j] = j < per && first + j < count ? run[j] : -INFINITY;
+      }
     }
   }
-  // f(c, score) for each of this thread's positions in order (-inf past count); whole warps and
-  // the whole block take each step together (the warp match and the block-wide counts need it).
+  // f(c, score) for each of this thread's positions in order (-inf past count); every thread
+  // takes the same number of steps (the warp match in the histogram needs whole warps).
   auto each_key = [&](auto&& f) {
     if constexpr (Held) {
 #pragma unroll
       for (int i = 0; i < HeldKeys; ++i) {
-        const int64_t base = int64_t(i) * blockDim.x;
-        if (base >= count) break;
-        f(base + threadIdx.x, held[i]);
+        if (i >= per) break;
+        f(first + i, held[i]);
       }
     } else {
-      for (int64_t base = 0; base < count; base += blockDim.x) {
-        const int64_t c = base + threadIdx.x;
-        f(c, c < count ? src.score(c) : -INFINITY);
-      }
+      for (int64_t i = 0; i < per; ++i) f(first + i, first + i < count ? src.score(first + i) : -INFINITY);
     }
   };
 
+  for (int b = threadIdx.x; b < 2 * kBins; b += blockDim.x) hist[b / kBins][b % kBins] = 0;
+  if (threadIdx.x == 0) shared_above = 0;
+  __syncthreads();
   // need: how many of the keys matching `prefix` on the bits of `mask` are still to be taken
   uint32_t prefix = 0, mask = 0;
   int need = 0, take = 0;
-  for (int shift = 32 - kRadixBits; shift >= 0; shift -= kRadixBits) {
-    for (int b = threadIdx.x; b < kBins; b += blockDim.x) hist[b] = 0;
-    __syncthreads();
+  const int lane = threadIdx.x & 31;
+  for (int pass = 0, shift = 32 - kRadixBits; shift >= 0; ++pass, shift -= kRadixBits) {
+    int* h = hist[pass % 3];
     each_key([&](int64_t, float v) {  // equal bins of a warp add once
       const uint32_t key = order_key(v);
       const int bin = pickable(v) && (key & mask) == prefix ? int((key >> shift) & (kBins - 1)) : -1;
       const unsigned peers = __match_any_sync(0xFFFFFFFFu, bin);
-      if (bin >= 0 && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
+      if (bin >= 0 && lane == __ffs(peers) - 1) atomicAdd(&h[bin], __popc(peers));
     });
     __syncthreads();
-    if (threadIdx.x < 32) {  // warp 0 finds the bin holding the need-th largest: lane l owns bins from the top
-      const int lane = threadIdx.x, per = kBins / 32, top = kBins - 1 - lane * per;
-      int mine = 0;
-      for (int i = 0; i < per; ++i) mine += hist[top - i];
-      int inclusive = mine;
+    // the buffer two passes ahead was last read in the previous pass, before this barrier
+    for (int b = threadIdx.x; b < kBins; b += blockDim.x) hist[(pass + 2) % 3][b] = 0;
+    // lane l sums its bins from the top; the lane whose range holds the need-th largest finds
+    // its bin
+    constexpr int kLaneBins = kBins / 32;
+    const int top = kBins - 1 - lane * kLaneBins;
+    int mine = 0;
 #pragma unroll
-      for (int off = 1; off < 32; off <<= 1) {
-        const int o2 = __shfl_up_sync(0xFFFFFFFFu, inclusive, off);
-        if (lane >= off) inclusive += o2;
-      }
-      if (shift == 32 - kRadixBits) {  // the first pass sees every pickable key
-        const int valid = __shfl_sync(0xFFFFFFFFu, inclusive, 31);
-        take = k < valid ? int(k) : valid;
-        need = take;
-      }
-      const int before = inclusive - mine;
-      if (need > 0 && before < need && need <= inclusive) {
-        int acc = before, bin = top;
-        for (int i = 0; i < per; ++i, --bin) {
-          if (acc + hist[bin] >= need) break;
-          acc += hist[bin];
-        }
-        shared_prefix = prefix | (uint32_t(bin) << shift);
-        shared_need = need - acc;
-        shared_whole = hist[bin] == need - acc;  // every key of the bin wins: its lower bits do not matter
-      }
-      if (lane == 0) shared_take = take;
+    for (int i = 0; i < kLaneBins; ++i) mine += h[top - i];
+    int inclusive = mine;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const int o2 = __shfl_up_sync(0xFFFFFFFFu, inclusive, off);
+      if (lane >= off) inclusive += o2;
     }
-    __syncthreads();
-    take = shared_take;
+    if (pass == 0) {  // the first pass sees every pickable key
+      const int valid = __shfl_sync(0xFFFFFFFFu, inclusive, 31);
+      take = need = k < valid ? int(k) : valid;
+    }
     if (take == 0) break;
-    prefix = shared_prefix;
-    need = shared_need;
+    const int before = inclusive - mine;
+    int bin = top, above = before;
+    const bool holds = before < need && need <= inclusive;
+    if (holds)
+      for (int i = 0; i < kLaneBins - 1 && above + h[bin] < need; ++i) above += h[bin--];
+    const int finder = __ffs(__ballot_sync(0xFFFFFFFFu, holds)) - 1;
+    bin = __shfl_sync(0xFFFFFFFFu, bin, finder);
+    above = __shfl_sync(0xFFFFFFFFu, above, finder);
+    prefix |= uint32_t(bin) << shift;
     mask |= uint32_t(kBins - 1) << shift;
-    const bool whole = shared_whole;
-    __syncthreads();  // the shared values are rewritten next pass
-    if (whole) break;
+    need -= above;
+    if (h[bin] == need) break;  // every key of the bin wins: its lower bits do not matter
   }
 
   if (take > 0) {
     // prefix: the k-th largest key on the bits of mask; every key above it wins, and the first
-    // `need` keys equal to it
-    if (threadIdx.x == 0) shared_above = 0;
-    __syncthreads();
-    const int ties_at = take - need;  // ties fill win[ties_at, take)
-    int ties = 0;
+    // `need` keys equal to it, which fill win[take - need, take)
+    int equals = 0;
     each_key([&](int64_t c, float v) {
       const uint32_t key = order_key(v);
-      const bool ok = pickable(v), above = ok && (key & mask) > prefix, equal = ok && (key & mask) == prefix;
-      if (above) {
+      if (!pickable(v)) return;
+      if ((key & mask) > prefix) {
         const int slot = atomicAdd(&shared_above, 1);
         win_key[slot] = key;
         win_index[slot] = src.index(c);
       }
-      const int equals = __syncthreads_count(equal && ties < need);
-      if (equals > 0) {  // uniform: the ties of this stretch in position order
-        int rank;
-        Scan(scan).ExclusiveSum(equal ? 1 : 0, rank);
-        if (equal && ties + rank < need) {
-          win_key[ties_at + ties + rank] = key;
-          win_index[ties_at + ties + rank] = src.index(c);
-        }
-        ties += equals;
-        __syncthreads();  // scan storage is reused
-      }
+      equals += (key & mask) == prefix;
     });
+    int rank;
+    Scan(scan).ExclusiveSum(equals, rank);
+    if (equals > 0 && rank < need) {
+      each_key([&](int64_t c, float v) {
+        const uint32_t key = order_key(v);
+        if (pickable(v) && (key & mask) == prefix && rank < need) {
+          win_key[take - need + rank] = key;
+          win_index[take - need + rank] = src.index(c);
+          ++rank;
+        }
+      });
+    }
     __syncthreads();
-    sort_winners(win_key, win_index, take);
-    for (int i = threadIdx.x; i < take; i += blockDim.x) {
-      o[i] = win_index[i];
-      if (o_score) o_score[i] = key_score(win_key[i]);
+    if (take <= int(blockDim.x)) {
+      const RankedPair mine = sort_winners_held(win_key, win_index, take);
+      if (int(threadIdx.x) < take) {
+        o[threadIdx.x] = mine.index;
+        if (o_score) o_score[threadIdx.x] = key_score(mine.key);
+      }
+    } else {
+      sort_winners(win_key, win_index, take);
+      for (int i = threadIdx.x; i < take; i += blockDim.x) {
+        o[i] = win_index[i];
+        if (o_score) o_score[i] = key_score(win_key[i]);
+      }
     }
   }
   for (int64_t j = take + threadIdx.x; j < k; j += blockDim.x) {
