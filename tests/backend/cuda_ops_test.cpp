@@ -1149,8 +1149,9 @@ PagedRows table_rows(Backend& b, Tensor pool, const std::vector<int32_t>& tables
 
 // ---- the indexer's top-k at long rows: dyadic keys, queries and weights make every score exact
 // in float and double alike, so the test knows each score. Rows of 0 .. 70000 visible keys,
-// k above and below the key count, two sequences with different block tables, many exact ties
-// (repeated keys, all-ReLU-zero scores) and negative scores. The GPU must pick exactly by
+// k above and below the key count (1024, V4-Pro's, more winners than the select's threads), two
+// sequences with different block tables, many exact ties (repeated keys, all-ReLU-zero scores)
+// and negative scores. The GPU must pick exactly by
 // "score descending, ties to the lower index"; the CPU (torch's order among ties) must pick the
 // same scores in the same places.
 TEST_F(CudaOps, IndexerTopkLongRows) {
@@ -1191,7 +1192,7 @@ TEST_F(CudaOps, IndexerTopkLongRows) {
     const Tensor cpu_pool = cpu.encode_indexer(cpu.upload(keys, {2 * capacity, d}), it);
     const std::vector<float> decoded = cpu.download(cpu.decode_indexer(cpu_pool, it, d));
     const std::vector<float> query = cpu.download(cpu.indexer_query(cpu.upload(q, {n, heads * d}), it, d));
-    for (int64_t k : {512, 7}) {
+    for (int64_t k : {512, 7, 1024}) {
       auto topk = [&](Backend& b, Tensor pool) {
         const PagedRows p = paged(b, std::move(pool));
         const Tensor t = b.upload_i32(at, {5 * n});
