@@ -269,8 +269,7 @@ __device__ __forceinline__ float key_score(uint32_t key) {
 struct ScoreSlice {
   const float* z;
   int64_t first;
-  __device__ const float* score_data() const { return z + first; }  // score(c) is score_data()[c]
-  __device__ float score(int64_t c) const { return z[first + c]; }
+  __device__ const float* score_data() const { return z + first; }  // score c at score_data()[c]
   __device__ int32_t index(int64_t c) const { return int32_t(first + c); }
 };
 // ... or the first stage's candidates of a row (scores and the indices they came from).
@@ -278,7 +277,6 @@ struct Candidates {
   const float* scores;
   const int32_t* indices;
   __device__ const float* score_data() const { return scores; }
-  __device__ float score(int64_t c) const { return scores[c]; }
   __device__ int32_t index(int64_t c) const { return indices[c]; }
 };
 
@@ -387,11 +385,11 @@ __device__ void select_top_in(const Source& src, int64_t count, int64_t k, int32
   int32_t* win_index = reinterpret_cast<int32_t*>(winners + k);
 
   const int64_t per = (count + blockDim.x - 1) / blockDim.x, first = threadIdx.x * per;
+  const float* run = src.score_data() + first;  // this thread's scores
   float held[Held ? HeldKeys : 1];
   if constexpr (Held) {
     // a thread's positions are consecutive: 16-byte loads where its run's length and address allow
     static_assert(HeldKeys % 4 == 0);
-    const float* run = src.score_data() + first;
     const bool vector = per % 4 == 0 && reinterpret_cast<uintptr_t>(run) % 16 == 0;
 #pragma unroll
     for (int i = 0; i < HeldKeys; i += 4) {
@@ -414,7 +412,7 @@ __device__ void select_top_in(const Source& src, int64_t count, int64_t k, int32
         f(first + i, held[i]);
       }
     } else {
-      for (int64_t i = 0; i < per; ++i) f(first + i, first + i < count ? src.score(first + i) : -INFINITY);
+      for (int64_t i = 0; i < per; ++i) f(first + i, first + i < count ? run[i] : -INFINITY);
     }
   };
 
