@@ -197,9 +197,11 @@ __device__ __forceinline__ void strided_columns(const float* x, int64_t stride, 
 // acc[r][j] = rows of m-tile r · the token columns of tile j over chunks [c_begin, c_end), with
 // every scale applied. Gated: m-tile 0 reads rows o0..o0+15 of wa, m-tile 1 the same rows of wb;
 // otherwise m-tile r reads rows o0+16r.. of wa. The sums of rows at or past row_end and of null
-// columns are not defined (their callers store none): such rows read row row_end - 1 and such
-// columns lane 0's first column (a present token), so the loop over whole chunks needs no
-// predicate (they were a quarter of its instructions, and the warps wait on loads half the time).
+// columns are not defined (their callers store none). FP8 and bf16 rows run the chunks wholly
+// inside the row without a predicate (they were a quarter of the loop's instructions, and its
+// warps waited on loads half the time): absent rows read row row_end - 1 and absent columns lane
+// 0's first column (a present token). FP4 rows keep every check: unchecked, the NVFP4 experts of
+// one token ran 45.2 -> 47.1 us where FP8's gained 66.3 -> 57.0 (graph-timed linear bench, H200).
 // Chunks in flight per warp. Four took 150-178 registers a thread at one token tile (no spills,
 // but 12-13 warps an SM instead of 16, so the decode grids of ~2048 warps needed a second wave:
 // fp8 wq_b 14.7 -> 21.8 us on the H200) and spilled when held to 128.
@@ -209,24 +211,27 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
                                               const float* const (&columns)[NT], int c_begin, int c_end,
                                               float (&acc)[kMmaTiles][NT][4]) {
   using C = MmaCodes<F>;
+  constexpr bool kUnchecked = !C::fp4;
   const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
   const int64_t in = wa.in;
-  const uint8_t* rows[kMmaTiles][2];
+  const uint8_t* rows[kMmaTiles][2] = {};
   int64_t row_index[kMmaTiles][2];
 #pragma unroll
   for (int r = 0; r < kMmaTiles; ++r)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const WeightRef& w = Gated && r == 1 ? wb : wa;
-      const int64_t o = min(o0 + (Gated ? 0 : 16 * r) + g + 8 * h, row_end - 1);
+      int64_t o = o0 + (Gated ? 0 : 16 * r) + g + 8 * h;
+      if (kUnchecked) o = min(o, row_end - 1);
       row_index[r][h] = o;
-      rows[r][h] = static_cast<const uint8_t*>(w.weight) + o * C::row_bytes(in);
+      if (o < row_end) rows[r][h] = static_cast<const uint8_t*>(w.weight) + o * C::row_bytes(in);
     }
-  const auto first_column = reinterpret_cast<const float*>(
-      __shfl_sync(0xFFFFFFFFu, reinterpret_cast<unsigned long long>(columns[0]), 0));
+  const auto first_column = kUnchecked ? reinterpret_cast<const float*>(__shfl_sync(
+                                             0xFFFFFFFFu, reinterpret_cast<unsigned long long>(columns[0]), 0))
+                                       : nullptr;
   const float* x[NT];
 #pragma unroll
-  for (int j = 0; j < NT; ++j) x[j] = columns[j] ? columns[j] : first_column;
+  for (int j = 0; j < NT; ++j) x[j] = columns[j] || !kUnchecked ? columns[j] : first_column;
   const int64_t fp8_blocks_per_row = (in + 127) / 128;
 #pragma unroll
   for (int r = 0; r < kMmaTiles; ++r)
@@ -243,11 +248,12 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
 #pragma unroll
     for (int u = 0; u < kChunksInFlight; ++u) {
       const int64_t k = int64_t(c0 + u) * C::chunk + t * C::values;
-      const bool ok = kWhole || (c0 + u < c_end && k < in);
+      const bool seg = kWhole || (c0 + u < c_end && k < in);
 #pragma unroll
       for (int r = 0; r < kMmaTiles; ++r)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
+          const bool ok = seg && (kUnchecked || rows[r][h]);
           raw[u][r][h] = ok ? load_streaming(rows[r][h] + C::row_bytes(k)) : make_uint4(0, 0, 0, 0);
           const WeightRef& w = Gated && r == 1 ? wb : wa;
           const int64_t o = row_index[r][h];
@@ -271,7 +277,7 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
       const float* xs[NT];
       const int64_t k = int64_t(c0 + u) * C::chunk + t * C::values;
 #pragma unroll
-      for (int j = 0; j < NT; ++j) xs[j] = kWhole || k < in ? x[j] + k : nullptr;
+      for (int j = 0; j < NT; ++j) xs[j] = kWhole || (x[j] && k < in) ? x[j] + k : nullptr;
       uint32_t factor[kMmaTiles][2][2], second[kMmaTiles][2];
       bool large = false;
 #pragma unroll
@@ -314,9 +320,7 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
     }
   };
   // The whole chunks in pairs, then the rest (an odd one, a row's partial last chunk) checked.
-  // FP4 rows keep the checked loop throughout: unchecked, the NVFP4 experts of one token ran
-  // 45.2 -> 47.1 us (FP8 gained: 66.3 -> 57.0 us, the graph-timed linear bench on the H200).
-  const int whole_end = C::fp4 ? c_begin : int(min(int64_t(c_end), in / C::chunk));
+  const int whole_end = kUnchecked ? int(min(int64_t(c_end), in / C::chunk)) : c_begin;
   int c0 = c_begin;
   for (; c0 + kChunksInFlight <= whole_end; c0 += kChunksInFlight) chunks_mma(std::true_type{}, c0);
   for (; c0 < c_end; c0 += kChunksInFlight) chunks_mma(std::false_type{}, c0);
