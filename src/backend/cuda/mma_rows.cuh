@@ -197,11 +197,12 @@ __device__ __forceinline__ void strided_columns(const float* x, int64_t stride, 
 // acc[r][j] = rows of m-tile r · the token columns of tile j over chunks [c_begin, c_end), with
 // every scale applied. Gated: m-tile 0 reads rows o0..o0+15 of wa, m-tile 1 the same rows of wb;
 // otherwise m-tile r reads rows o0+16r.. of wa. The sums of rows at or past row_end and of null
-// columns are not defined (their callers store none). FP8 and bf16 rows run the chunks wholly
-// inside the row without a predicate (they were a quarter of the loop's instructions, and its
-// warps waited on loads half the time): absent rows read row row_end - 1 and absent columns lane
-// 0's first column (a present token). FP4 rows keep every check: unchecked, the NVFP4 experts of
-// one token ran 45.2 -> 47.1 us where FP8's gained 66.3 -> 57.0 (graph-timed linear bench, H200).
+// columns are not defined (their callers store none). FP8 rows run the chunks wholly inside the
+// row without a predicate (they were a quarter of the loop's instructions, and its warps waited
+// on loads half the time): absent rows read row row_end - 1 and absent columns lane 0's first
+// column (a present token). The other formats keep every check: unchecked, the experts of one
+// token ran NVFP4 45.2 -> 47.1 us and bf16 83.8 -> 119.1 where FP8's gained 65.1 -> 56.2
+// (graph-timed linear bench, H200).
 // Chunks in flight per warp. Four took 150-178 registers a thread at one token tile (no spills,
 // but 12-13 warps an SM instead of 16, so the decode grids of ~2048 warps needed a second wave:
 // fp8 wq_b 14.7 -> 21.8 us on the H200) and spilled when held to 128.
@@ -211,7 +212,7 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
                                               const float* const (&columns)[NT], int c_begin, int c_end,
                                               float (&acc)[kMmaTiles][NT][4]) {
   using C = MmaCodes<F>;
-  constexpr bool kUnchecked = !C::fp4;
+  constexpr bool kUnchecked = C::fp8;
   const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
   const int64_t in = wa.in;
   const uint8_t* rows[kMmaTiles][2] = {};
