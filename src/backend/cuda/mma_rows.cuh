@@ -241,7 +241,8 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[r][j][i] = 0;
 
-  // Chunks c0 .. c0 + kChunksInFlight - 1: every one inside [c_begin, c_end) and the row when Whole.
+  // Chunks c0 .. c0 + kChunksInFlight - 1; Whole: all of them lie inside [c_begin, c_end) and the
+  // row, and nothing is checked.
   auto chunks_mma = [&](auto whole, int c0) {
     constexpr bool kWhole = decltype(whole)::value;
     uint4 raw[kChunksInFlight][kMmaTiles][2];
