@@ -1,108 +1,141 @@
 #!/usr/bin/env bash
 # For the GPU machine: the tree as it is (variant A) against the same tree with each patch applied
-# (B, C, ...: one patch each, not cumulative), built in one build directory (a variant rebuilds
-# only what its patch touches) and measured back to back on the same card, in one device call.
-# Per variant: the GPU tests (patched variants; TETRA_AB_TESTS=2: A too, 0: none), `tetra bench`
-# (20 layers of V4-Flash, batch 1 and 32 at 4k, a prefill of 8192), the linear, small-ops,
-# attention and indexer kernel benches. Logs and JSON go to /tmp/tetra-ab/<variant>/, packed
-# into $OUT/ab.tar.gz after each variant when $OUT is set (a device call returns only a few
-# files); a table of the headline figures comes last. Make a patch here with `git diff main...BRANCH > .gpu_carry/x.patch`.
+# (B, C, ...: one patch each, not cumulative), measured on the same card in one device call.
+# Each variant builds in a tree of its own (A in build-gpu/, which an earlier call may have left;
+# the others in copies under /tmp/tetra-ab-src, built at the same time), then the benchmarks run
+# in rounds, every variant once a round (A B C A B C ...): the card drifts by a few per cent
+# within a call, and a variant measured only after A reads that drift as its own.
+# Per variant: the GPU tests (patched variants; TETRA_AB_TESTS=2: A too, 0: none); per variant and
+# round: `tetra bench` (20 layers of V4-Flash, batch 1 and 32 at 4k, a prefill of 8192), the
+# linear (graph-timed, M = 1), small-ops, attention and indexer kernel benches. Logs and JSON go to
+# /tmp/tetra-ab/<variant>/<round>/, packed into $OUT/ab.tar.gz after each round when $OUT is set
+# (a device call returns only a few files); a table of the headline figures, each round's and
+# their mean, comes last. Make a patch here with `git diff main...BRANCH > .gpu_carry/x.patch`.
 # Usage: tools/ab_gpu.sh [PATCH...]
 # Settings: TETRA_AB_LAYERS (20), TETRA_AB_CONTEXTS ("4096"; e.g. "4096 1048575"), TETRA_AB_PREFILL
-# (8192; 0 for none), TETRA_AB_TESTS (1).
+# (8192; 0 for none), TETRA_AB_TESTS (1), TETRA_AB_ROUNDS (2).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 [ -d .gpu_carry/deps/usr ] && export CMAKE_PREFIX_PATH=$PWD/.gpu_carry/deps/usr
-out=/tmp/tetra-ab
-rm -rf "$out"
-tests=${TETRA_AB_TESTS:-1}
+out=/tmp/tetra-ab src=/tmp/tetra-ab-src
+rm -rf "$out" "$src"
+mkdir -p "$out"
+tests=${TETRA_AB_TESTS:-1} rounds=${TETRA_AB_ROUNDS:-2}
 layers=${TETRA_AB_LAYERS:-20} prefill=${TETRA_AB_PREFILL:-8192} contexts=${TETRA_AB_CONTEXTS:-4096}
-patches=("$@")
-for p in "${patches[@]}"; do
+patches=()
+for p in "$@"; do
   [ -f "$p" ] || { echo "no such patch: $p" >&2; exit 2; }
   patch -p1 --dry-run -s <"$p" >/dev/null || { echo "$p does not apply to this tree" >&2; exit 2; }
+  patches+=("$(realpath "$p")")
+done
+# An earlier call's objects of a file a patch changes are newer than the copied tree: touch them.
+for p in "${patches[@]}"; do grep '^+++ b/' "$p" | sed 's|^+++ b/||' | xargs -r touch; done
+
+# configure_and_build NAME ROOT BUILD_DIR: the build log in $out/NAME/build.log
+configure_and_build() {
+  local name=$1 root=$2 dir=$3
+  mkdir -p "$out/$name"
+  cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${TETRA_CUDA_ARCHS:-90a}" >"$out/$name/build.log" 2>&1 &&
+    ninja -C "$dir" >>"$out/$name/build.log" 2>&1
+}
+
+names=(A)
+declare -A build=([A]=$PWD/build-gpu)
+letters=(B C D E F G H I J K)
+start=$SECONDS
+configure_and_build A "$PWD" "$PWD/build-gpu" &
+for i in "${!patches[@]}"; do
+  name=${letters[i]}
+  names+=("$name")
+  build[$name]=$src/$name/build-gpu
+  echo "$name = ${patches[i]}" >>"$out/variants.txt"
+  mkdir -p "$src/$name"
+  tar --exclude=./build-gpu --exclude=./build -cf - . | tar -xf - -C "$src/$name"
+  (cd "$src/$name" && patch -p1 -s <"${patches[i]}") || exit 1
+  configure_and_build "$name" "$src/$name" "${build[$name]}" &
+done
+wait
+for name in "${names[@]}"; do
+  [ -x "${build[$name]}/src/tetra" ] || { echo "$name: build failed"; tail -20 "$out/$name/build.log"; exit 1; }
+done
+echo "== built in $((SECONDS - start)) s"
+
+for name in "${names[@]}"; do
+  if { [ "$name" != A ] && [ "$tests" -ge 1 ]; } || [ "$tests" = 2 ]; then
+    ctest --test-dir "${build[$name]}" -L gpu --output-on-failure >"$out/$name/gpu-tests.log" 2>&1
+    echo "$name: $(grep -E "tests passed|tests failed" "$out/$name/gpu-tests.log")"
+  fi
 done
 
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="${TETRA_CUDA_ARCHS:-90a}" >/dev/null || exit 1
-
-# measure NAME: build, (tests), benches into $out/NAME
+# measure NAME ROUND: the benchmarks of one variant into $out/NAME/ROUND
 measure() {
-  local name=$1 dir=$out/$1 start=$SECONDS
+  local name=$1 dir=$out/$1/$2 b=${build[$1]}
   mkdir -p "$dir"
-  ninja -C build-gpu >"$dir/build.log" 2>&1 || { echo "$name: build failed"; tail -20 "$dir/build.log"; return 1; }
-  echo "== $name built in $((SECONDS - start)) s"
-  if { [ "$name" != A ] && [ "$tests" -ge 1 ]; } || [ "$tests" = 2 ]; then
-    ctest --test-dir build-gpu -L gpu --output-on-failure >"$dir/gpu-tests.log" 2>&1
-    grep -E "tests passed|Failed|FAILED" "$dir/gpu-tests.log" | head -12
-  fi
   local prefill_args=()
   [ "$prefill" -gt 0 ] && prefill_args=(--prefill "$prefill")
   # shellcheck disable=SC2086  # the context list is meant to split
-  timeout 150 build-gpu/src/tetra bench --synthetic v4-flash --layers "$layers" --batch 1 32 --context $contexts \
+  timeout 150 "$b/src/tetra" bench --synthetic v4-flash --layers "$layers" --batch 1 32 --context $contexts \
     "${prefill_args[@]}" --steps 5 --json "$dir/tetra.json" >"$dir/tetra.log" 2>&1 || echo "$name: tetra bench failed"
-  timeout 60 build-gpu/bench/tetra_cuda_linear_bench --json "$dir/linear.json" >"$dir/linear.txt" 2>&1
-  timeout 60 build-gpu/bench/tetra_cuda_small_ops_bench >"$dir/small_ops.txt" 2>&1
-  timeout 60 build-gpu/bench/tetra_cuda_attention_bench --json "$dir/attn.json" >"$dir/attn.txt" 2>&1
-  timeout 60 build-gpu/bench/tetra_cuda_indexer_bench >"$dir/indexer.txt" 2>&1
-  echo "== $name measured at $SECONDS s"
-  [ -n "${OUT:-}" ] && tar -czf "$OUT/ab.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
-  return 0
+  timeout 60 "$b/bench/tetra_cuda_linear_bench" --tokens 1 --timing graph --json "$dir/linear.json" >"$dir/linear.txt" 2>&1
+  timeout 60 "$b/bench/tetra_cuda_small_ops_bench" >"$dir/small_ops.txt" 2>&1
+  timeout 60 "$b/bench/tetra_cuda_attention_bench" --json "$dir/attn.json" >"$dir/attn.txt" 2>&1
+  timeout 60 "$b/bench/tetra_cuda_indexer_bench" >"$dir/indexer.txt" 2>&1
 }
-
-measure A
-names=(A)
-letters=(B C D E F G H I J K)
-i=0
-for p in "${patches[@]}"; do
-  name=${letters[i]}
-  echo "$name = $p" >>"$out/variants.txt"  # before measuring: the variant's archive carries it
-  patch -p1 -s <"$p" || exit 1
-  measure "$name"
-  patch -p1 -R -s <"$p" || exit 1
-  names+=("$name")
-  i=$((i + 1))
+for round in $(seq "$rounds"); do
+  for name in "${names[@]}"; do measure "$name" "$round"; done
+  echo "== round $round measured at $((SECONDS - start)) s"
+  [ -n "${OUT:-}" ] && tar -czf "$OUT/ab.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
 done
 
-python3 - "$out" "${names[@]}" <<'PY'
+python3 - "$out" "$rounds" "${names[@]}" <<'PY'
 import json, os, re, sys
-out, names = sys.argv[1], sys.argv[2:]
-def tetra(name):
+out, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def tetra(d):
     try:
-        d = json.load(open(os.path.join(out, name, "tetra.json")))
+        j = json.load(open(os.path.join(d, "tetra.json")))
     except (OSError, ValueError):
         return {}
-    r = {f"b{s['batch']} at {s['context']} ms": s["step_seconds"] * 1e3 for s in d.get("decode", []) if s.get("step_seconds")}
-    if d.get("prefill") and d["prefill"].get("seconds"):
-        r["prefill s"] = d["prefill"]["seconds"]
+    r = {f"b{s['batch']} at {s['context']} ms": s["step_seconds"] * 1e3 for s in j.get("decode", []) if s.get("step_seconds")}
+    if j.get("prefill") and j["prefill"].get("seconds"):
+        r["prefill s"] = j["prefill"]["seconds"]
     return r
-def summary(name):
+def linear(d):
     try:
-        text = open(os.path.join(out, name, "linear.txt")).read()
+        text = open(os.path.join(d, "linear.txt")).read()
     except OSError:
         return {}
     r = {}
     m = re.search(r"gemm_m1_min_bw_fraction=([\d.]+)", text)
     if m:
         r["gemm m1 min bw"] = float(m.group(1))
-    # two rows that moved most with past kernel changes: fp8 wq_b at M = 1, the NVFP4 experts of one token
+    # rows that moved most with past kernel changes: fp8 wq_b, the experts of one token
     m = re.search(r"^attn\.wq_b \[\S+\]\s+fp8_block\s+[\d.]+\s+1\s+([\d.]+)", text, re.M)
     if m:
         r["fp8 wq_b m1 us"] = float(m.group(1))
-    m = re.search(r"^nvfp4\s+1\s+([\d.]+)", text, re.M)
-    if m:
-        r["experts nvfp4 n1 us"] = float(m.group(1))
+    for fmt in ("fp8_block", "nvfp4"):
+        m = re.search(rf"^{fmt}\s+1\s+([\d.]+)", text, re.M)
+        if m:
+            r[f"experts {fmt} n1 us"] = float(m.group(1))
     return r
-def attention(name):
+def attention(d):
     try:
-        return {"attn 1M bw": json.load(open(os.path.join(out, name, "attn.json")))["attn_1m_bw_fraction"]}
+        return {"attn 1M bw": json.load(open(os.path.join(d, "attn.json")))["attn_1m_bw_fraction"]}
     except (OSError, ValueError, KeyError):
         return {}
-rows = {n: {**tetra(n), **summary(n), **attention(n)} for n in names}
-keys = sorted({k for r in rows.values() for k in r})
-print(f"{'':24s}" + "".join(f"{n:>12s}" for n in names))
-for k in keys:
-    print(f"{k:24s}" + "".join(f"{rows[n].get(k, float('nan')):12.4g}" for n in names))
+runs = {(n, k): {**tetra(f"{out}/{n}/{k}"), **linear(f"{out}/{n}/{k}"), **attention(f"{out}/{n}/{k}")}
+        for n in names for k in range(1, rounds + 1)}
+keys = sorted({key for r in runs.values() for key in r})
+print(f"{'':24s}" + "".join(f"{n:>12s}" for n in names) + "   (mean of the rounds; each round below)")
+for key in keys:
+    means = []
+    for n in names:
+        values = [runs[n, k][key] for k in range(1, rounds + 1) if key in runs[n, k]]
+        means.append(sum(values) / len(values) if values else float("nan"))
+    print(f"{key:24s}" + "".join(f"{m:12.4g}" for m in means))
+    for k in range(1, rounds + 1):
+        print(f"{'  round ' + str(k):24s}" + "".join(f"{runs[n, k].get(key, float('nan')):12.4g}" for n in names))
 PY
 [ -f "$out/variants.txt" ] && cat "$out/variants.txt"
+exit 0
