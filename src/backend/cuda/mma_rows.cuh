@@ -257,8 +257,8 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
         for (int h = 0; h < 2; ++h) {
           const bool ok = seg && (kUnchecked || rows[r][h]);
           raw[u][r][h] = ok ? load_streaming(rows[r][h] + C::row_bytes(k)) : make_uint4(0, 0, 0, 0);
-          const WeightRef& w = Gated && r == 1 ? wb : wa;
-          const int64_t o = row_index[r][h];
+          [[maybe_unused]] const WeightRef& w = Gated && r == 1 ? wb : wa;  // bf16 has no scales
+          [[maybe_unused]] const int64_t o = row_index[r][h];
           if constexpr (F == WeightFormat::mxfp4)
             scale_bits[u][r][h] = ok ? static_cast<const uint8_t*>(w.scale)[o * (in / 32) + k / 32] : 127u;
           else if constexpr (F == WeightFormat::nvfp4)
@@ -281,12 +281,12 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
 #pragma unroll
       for (int j = 0; j < NT; ++j) xs[j] = kWhole || (x[j] && k < in) ? x[j] + k : nullptr;
       uint32_t factor[kMmaTiles][2][2], second[kMmaTiles][2];
-      bool large = false;
+      [[maybe_unused]] bool large = false;  // MXFP4 only
 #pragma unroll
       for (int r = 0; r < kMmaTiles; ++r)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const uint32_t b = scale_bits[u][r][h];
+          [[maybe_unused]] const uint32_t b = scale_bits[u][r][h];
           if constexpr (F == WeightFormat::mxfp4) {
             large |= b > 128;
             factor[r][h][0] = factor[r][h][1] = b > 128 ? bf16x2_splat(kFp4Bias) : mxfp4_factor(uint8_t(b));
