@@ -42,15 +42,10 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t address, uint32_t (&r)[4]) 
                : "r"(address));
 }
 
-// Where each stored format puts element d of an octet (8 values) in its tile row: fp4 decodes
+// Where each stored format puts the values of an octet (8 values) in its tile row: fp4 decodes
 // nibbles n and n+4 of a word into one bf16 pair (bf16_codes.cuh), so tile column 2i holds
-// value i and column 2i+1 value i+4; the other formats keep their order. The query fragments
-// are loaded through the same map, so every product pairs the right elements.
-template <RowFormat F>
-__device__ __forceinline__ int element_at_column(int column) {
-  if constexpr (F == RowFormat::fp4_indexer) return column / 8 * 8 + column % 8 / 2 + 4 * (column % 2);
-  else return column;
-}
+// value i and column 2i+1 value i+4; the other formats keep their order. The query is staged in
+// the same order (stage_query), so every product pairs the right elements.
 
 // A thread's share of one key: `Octets` octets from `first` of the stored row, as bf16 pairs in
 // tile order into dst (16 bytes an octet). Rows are 4-byte (fp4) or 16-byte (bf16, f32) aligned.
@@ -104,6 +99,26 @@ __device__ __forceinline__ void prefetch_key(const uint8_t* row, int first) {
   if constexpr (F == RowFormat::fp4_indexer) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + D / 2 + first / 4));
 }
 
+// The query of row r (heads × D floats, 16-byte aligned) as bf16 rows of `query` in the tile's
+// column order, zeros for the heads past `heads`: each thread converts whole octets (two float4 loads).
+template <RowFormat F, int D, int Stride>
+__device__ __forceinline__ void stage_query(const float* q, int64_t r, int64_t heads, uint16_t* query) {
+  constexpr int kOctets = D / 8;
+  for (int o = threadIdx.x; o < kMmaMaxHeads * kOctets; o += blockDim.x) {
+    const int h = o / kOctets, octet = o % kOctets;
+    uint4 pairs = make_uint4(0, 0, 0, 0);
+    if (h < heads) {
+      const float4* src = reinterpret_cast<const float4*>(q + (r * heads + h) * D) + 2 * octet;
+      const float4 lo = src[0], hi = src[1];
+      if constexpr (F == RowFormat::fp4_indexer)  // columns 2i, 2i+1 hold values i, i+4
+        pairs = {bf16x2_pack(lo.x, hi.x), bf16x2_pack(lo.y, hi.y), bf16x2_pack(lo.z, hi.z), bf16x2_pack(lo.w, hi.w)};
+      else
+        pairs = {bf16x2_pack(lo.x, lo.y), bf16x2_pack(lo.z, lo.w), bf16x2_pack(hi.x, hi.y), bf16x2_pack(hi.z, hi.w)};
+    }
+    reinterpret_cast<uint4*>(query + h * Stride)[octet] = pairs;
+  }
+}
+
 template <RowFormat F, int D>
 __global__ void __launch_bounds__(kMmaThreads, 4)
     indexer_score_mma_kernel(const float* q, const float* weights, PagedView keys, StepView at, int64_t heads,
@@ -124,8 +139,12 @@ __global__ void __launch_bounds__(kMmaThreads, 4)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int head_half = warp % 2, key_half = warp / 2;
 
-  // The query of heads 32·head_half + 16·m + g (+ 8) as bf16 A fragments, and the head weights.
-  uint32_t a[2][kSteps][4];
+  // The query of heads 32·head_half + 16·m + g (+ 8) as bf16 A fragments, held for the block's
+  // life, and the head weights. The fragments come through the key tile's buffer, converted
+  // once with 16-byte loads (64 scalar loads a thread, each block reading the query twice, were
+  // the cost of a block that scores few tiles: a single row's, a prefill's).
+  const uint32_t tile_address = uint32_t(__cvta_generic_to_shared(tile));
+  stage_query<F, D, kStride>(q, r, heads, tile);
   float w[2][2];
   bool active[2];
 #pragma unroll
@@ -134,22 +153,22 @@ __global__ void __launch_bounds__(kMmaThreads, 4)
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int64_t h = 32 * head_half + 16 * m + g + 8 * i;
-      const bool valid = h < heads;
-      w[m][i] = valid ? weights[r * heads + h] * weight_scale : 0.0f;
-      const float* qh = q + (r * heads + h) * D;
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {  // k slots 2t, 2t+1 (j = 0) and 2t+8, 2t+9 (j = 1)
-          const int column = 16 * s + 8 * j + 2 * t;
-          a[m][s][i + 2 * j] = valid ? bf16x2_pack(qh[element_at_column<F>(column)], qh[element_at_column<F>(column + 1)]) : 0u;
-        }
+      w[m][i] = h < heads ? weights[r * heads + h] * weight_scale : 0.0f;
     }
   }
+  __syncthreads();
+  // matrix l / 8 of an m-tile's k-step is its rows 8·(l / 8 % 2) on at k columns 8·(l / 16) on,
+  // so the four registers come out as mma's a0..a3
+  uint32_t a[2][kSteps][4];
+  const uint32_t query_address = tile_address + 2u * uint32_t((32 * head_half + lane % 16) * kStride + 8 * (lane / 16));
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) ldmatrix_x4(query_address + 2u * uint32_t(16 * m * kStride + 16 * s), a[m][s]);
+  __syncthreads();  // the first tile's keys overwrite the query
 
   // ldmatrix: lane l gives the address of row l % 8 of matrix l / 8 (k columns 8·(l / 8) on
   // from the k-step pair's start), for n-tile keys 32·key_half + 8·nt + l % 8.
-  const uint32_t tile_address = uint32_t(__cvta_generic_to_shared(tile));
   const uint32_t lane_address = tile_address + 2u * uint32_t((32 * key_half + lane % 8) * kStride + 8 * (lane / 8));
   // Each key of a tile is staged by two threads, half its octets each (zeros past the visible
   // keys); a thread finds its key's row in the block's next tile one tile ahead and requests it
@@ -577,11 +596,13 @@ struct TopkScratch {
   int64_t floats;
 };
 
-// The tensor cores take heads <= 64 and d of 32, 64 or 128 over rows whose loads are aligned
-// (fp4: 4 bytes, the 68-byte V4 rows; bf16 and f32: 16 bytes); any other shape (tiny fp4 rows
-// of 17 or 34 bytes, more heads, other d) keeps the f32 kernel in both numerics.
-bool tensor_core_scores(const PagedView& keys, RowFormat format, int64_t heads, int64_t d) {
+// The tensor cores take heads <= 64 and d of 32, 64 or 128 over a 16-byte aligned query and rows
+// whose loads are aligned (fp4: 4 bytes, the 68-byte V4 rows; bf16 and f32: 16 bytes); any other
+// shape (tiny fp4 rows of 17 or 34 bytes, more heads, other d) keeps the f32 kernel in both
+// numerics.
+bool tensor_core_scores(const float* q, const PagedView& keys, RowFormat format, int64_t heads, int64_t d) {
   if (format == RowFormat::fp8_kv || heads > kMmaMaxHeads || (d != 32 && d != 64 && d != 128)) return false;
+  if (reinterpret_cast<uintptr_t>(q) % 16 != 0) return false;
   const int64_t align = format == RowFormat::fp4_indexer ? 4 : 16;
   return keys.row_bytes % align == 0 && keys.block_bytes % align == 0 &&
          reinterpret_cast<uintptr_t>(keys.pool) % uintptr_t(align) == 0;
@@ -606,7 +627,7 @@ void paged_indexer_scores(const float* q, const float* weights, PagedView keys, 
   // blocks per row: one row fills the GPU, a large step takes one block per row
   const int64_t columns = std::min(tiles, std::max<int64_t>(1, (kScoreBlocks + n - 1) / n));
   const dim3 grid{unsigned(n), unsigned(columns)};
-  if (bf16_inputs && tensor_core_scores(keys, format, heads, d)) {
+  if (bf16_inputs && tensor_core_scores(q, keys, format, heads, d)) {
     auto run = [&](auto kernel) {
       launch_early(kernel, dim3(grid), dim3(kMmaThreads), 0, stream, q, weights, keys, at, heads, ratio, weight_scale,
                    scratch, capacity);
