@@ -13,7 +13,8 @@
 # their mean, comes last. Make a patch here with `git diff main...BRANCH > .gpu_carry/x.patch`.
 # Usage: tools/ab_gpu.sh [PATCH...]
 # Settings: TETRA_AB_LAYERS (20), TETRA_AB_CONTEXTS ("4096"; e.g. "4096 1048575"), TETRA_AB_PREFILL
-# (8192; 0 for none), TETRA_AB_TESTS (1), TETRA_AB_ROUNDS (2).
+# (8192; 0 for none), TETRA_AB_TESTS (1), TETRA_AB_ROUNDS (2), TETRA_AB_BENCHES (which of
+# "tetra linear small_ops attention indexer" run; all by default).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
@@ -22,6 +23,7 @@ out=/tmp/tetra-ab src=/tmp/tetra-ab-src
 rm -rf "$out" "$src"
 mkdir -p "$out"
 tests=${TETRA_AB_TESTS:-1} rounds=${TETRA_AB_ROUNDS:-2}
+benches=" ${TETRA_AB_BENCHES:-tetra linear small_ops attention indexer} "
 layers=${TETRA_AB_LAYERS:-20} prefill=${TETRA_AB_PREFILL:-8192} contexts=${TETRA_AB_CONTEXTS:-4096}
 patches=()
 for p in "$@"; do
@@ -75,13 +77,18 @@ measure() {
   mkdir -p "$dir"
   local prefill_args=()
   [ "$prefill" -gt 0 ] && prefill_args=(--prefill "$prefill")
-  # shellcheck disable=SC2086  # the context list is meant to split
-  timeout 150 "$b/src/tetra" bench --synthetic v4-flash --layers "$layers" --batch 1 32 --context $contexts \
-    "${prefill_args[@]}" --steps 5 --json "$dir/tetra.json" >"$dir/tetra.log" 2>&1 || echo "$name: tetra bench failed"
-  timeout 60 "$b/bench/tetra_cuda_linear_bench" --tokens 1 --timing graph --json "$dir/linear.json" >"$dir/linear.txt" 2>&1
-  timeout 60 "$b/bench/tetra_cuda_small_ops_bench" >"$dir/small_ops.txt" 2>&1
-  timeout 60 "$b/bench/tetra_cuda_attention_bench" --json "$dir/attn.json" >"$dir/attn.txt" 2>&1
-  timeout 60 "$b/bench/tetra_cuda_indexer_bench" >"$dir/indexer.txt" 2>&1
+  if [[ $benches == *" tetra "* ]]; then
+    # shellcheck disable=SC2086  # the context list is meant to split
+    timeout 150 "$b/src/tetra" bench --synthetic v4-flash --layers "$layers" --batch 1 32 --context $contexts \
+      "${prefill_args[@]}" --steps 5 --json "$dir/tetra.json" >"$dir/tetra.log" 2>&1 || echo "$name: tetra bench failed"
+  fi
+  [[ $benches == *" linear "* ]] &&
+    timeout 60 "$b/bench/tetra_cuda_linear_bench" --tokens 1 --timing graph --json "$dir/linear.json" >"$dir/linear.txt" 2>&1
+  [[ $benches == *" small_ops "* ]] && timeout 60 "$b/bench/tetra_cuda_small_ops_bench" >"$dir/small_ops.txt" 2>&1
+  [[ $benches == *" attention "* ]] &&
+    timeout 60 "$b/bench/tetra_cuda_attention_bench" --json "$dir/attn.json" >"$dir/attn.txt" 2>&1
+  [[ $benches == *" indexer "* ]] && timeout 60 "$b/bench/tetra_cuda_indexer_bench" >"$dir/indexer.txt" 2>&1
+  return 0
 }
 for round in $(seq "$rounds"); do
   for name in "${names[@]}"; do measure "$name" "$round"; done
@@ -124,7 +131,18 @@ def attention(d):
         return {"attn 1M bw": json.load(open(os.path.join(d, "attn.json")))["attn_1m_bw_fraction"]}
     except (OSError, ValueError, KeyError):
         return {}
-runs = {(n, k): {**tetra(f"{out}/{n}/{k}"), **linear(f"{out}/{n}/{k}"), **attention(f"{out}/{n}/{k}")}
+def indexer(d):
+    # the score pass's tensor-core time of each row of the table: "decode, 1024k context 32 rows us"
+    try:
+        text = open(os.path.join(d, "indexer.txt")).read()
+    except OSError:
+        return {}
+    r = {}
+    for m in re.finditer(r"^(decode, \d+k context|prefill \d+ rows, \d+k)\s+(\d+)\s+\d+\s+[\d.]+\s+([\d.]+)", text, re.M):
+        r[f"score {m.group(1)}, {m.group(2)} rows us"] = float(m.group(3))
+    return r
+runs = {(n, k): {**tetra(f"{out}/{n}/{k}"), **linear(f"{out}/{n}/{k}"), **attention(f"{out}/{n}/{k}"),
+                 **indexer(f"{out}/{n}/{k}")}
         for n in names for k in range(1, rounds + 1)}
 keys = sorted({key for r in runs.values() for key in r})
 print(f"{'':24s}" + "".join(f"{n:>12s}" for n in names) + "   (mean of the rounds; each round below)")
