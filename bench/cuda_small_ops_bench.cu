@@ -1,10 +1,10 @@
 // The small kernels of every layer at V4-Flash shapes (hc_mult 4, dim 4096, 64 heads of 512
-// with 64 rope dims, q_lora 1024, 20 Sinkhorn iterations): the mHC pre mix, post update and head
-// mix, rms_norm over each width a layer normalizes, and rope of the query and key heads; at 1
-// and 32 rows (decode) and 8192 rows (prefill). A decode step runs them back to back inside a
-// CUDA graph, so each time here is a graph of 50 back-to-back launches divided by 50 (median of
-// 10 replays), reported against the op's bytes (each input read once, each output written once)
-// over the device copy bandwidth measured in the same run.
+// with 64 rope dims, q_lora 1024, 20 Sinkhorn iterations, top-6 of 256 experts): the mHC pre mix,
+// post update and head mix, rms_norm over each width a layer normalizes, rope of the query and
+// key heads, and the router; at 1 and 32 rows (decode) and 8192 rows (prefill). A decode step
+// runs them back to back inside a CUDA graph, so each time here is a graph of 50 back-to-back
+// launches divided by 50 (median of 10 replays), reported against the op's bytes (each input read
+// once, each output written once) over the device copy bandwidth measured in the same run.
 // Usage: tetra_cuda_small_ops_bench
 #include <cuda_runtime.h>
 
@@ -22,6 +22,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/mhc.h"
+#include "backend/cuda/moe.h"
 #include "backend/cuda/norm_rope.h"
 #include "bench/cuda_measure.h"
 #include "bench/random_fill.h"
@@ -31,6 +32,7 @@ using namespace tetra::cuda;
 
 constexpr int64_t kHc = 4, kDim = 4096, kFlat = kHc * kDim, kMix = (2 + kHc) * kHc;
 constexpr int64_t kHeads = 64, kHeadDim = 512, kRopeHalf = 32, kQLora = 1024;
+constexpr int64_t kExperts = 256, kTopK = 6;
 constexpr int kLaunches = 50;
 
 DeviceBuffer random_floats(int64_t count, uint64_t seed, float scale) {
@@ -128,6 +130,15 @@ int run() {
                rope(normed.get<float>(), pos.get<int32_t>(), inv_freq.get<float>(), n, heads, kHeadDim, kRopeHalf, false, s);
              }),
              f * double(2 * n * heads * 2 * kRopeHalf), copy);
+    // the router: top-6 of 256 experts by sqrtsoftplus score plus a bias, as V4-Flash routes
+    const DeviceBuffer logits = random_floats(n * kExperts, 40, 2.0f), bias = random_floats(kExperts, 41, 0.1f);
+    DeviceBuffer route_weights(size_t(n * kTopK) * 4), selected(size_t(n * kTopK) * 4);
+    const RouteParams route_params{kExperts, kTopK, tetra::ScoringFunc::sqrtsoftplus, true, 1.5f};
+    report("route top-6 of 256", n, us_per_launch(stream, [&] {
+             route(logits.get<float>(), bias.get<float>(), nullptr, nullptr, n, route_params, route_weights.get<float>(),
+                   selected.get<int32_t>(), s);
+           }),
+           f * double(n * kExperts + kExperts + 2 * n * kTopK), copy);
   }
   return 0;
 }
