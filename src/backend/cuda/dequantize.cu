@@ -1,8 +1,10 @@
 #include "backend/cuda/dequantize.h"
 
 #include <algorithm>
+#include <string>
 
 #include "backend/cuda/fp4_layout.h"
+#include "core/error.h"
 #include "backend/cuda/weight_chunk.cuh"
 
 namespace tetra::cuda {
@@ -40,9 +42,23 @@ DeviceBuffer upload_fp4(const TensorView& t, cudaStream_t stream) {
   return b;
 }
 
+// The tensor-core kernels turn NVFP4 scale bytes into bf16 factors with integer operations that
+// have no NaN case (bf16_codes.cuh, nvfp4_factors): a NaN scale (0x7F, 0xFF) would become a
+// large finite factor, a silent wrong answer, so such a checkpoint fails here by its tensor.
+void check_nvfp4_scales(const LinearWeight& w) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(w.scale.data);
+  const uint8_t* nan = std::find_if(bytes, bytes + w.scale.nbytes, [](uint8_t b) { return (b & 0x7F) == 0x7F; });
+  if (nan == bytes + w.scale.nbytes) return;
+  const int64_t at = nan - bytes, blocks = w.in / 16;
+  const std::string tensor = w.sources.size() > 1 ? w.sources[1] : w.role + " weight_scale";
+  model_error(tensor, " (", w.role, "): NVFP4 block scale of row ", at / blocks, ", inputs ", 16 * (at % blocks), "..",
+              16 * (at % blocks) + 15, " is NaN (0x", std::hex, int(*nan), ")");
+}
+
 }  // namespace
 
 DeviceLinear upload_linear(const LinearWeight& w, cudaStream_t stream) {
+  if (w.format == WeightFormat::nvfp4) check_nvfp4_scales(w);
   DeviceLinear d;
   d.format = w.format;
   d.weight_dtype = w.weight.dtype;

@@ -108,8 +108,7 @@ __device__ __forceinline__ void stage_products(const StageCodes<F>& c, uint32_t 
         factor[m][h][0] = factor[m][h][1] = b > 128 ? bf16x2_splat(kFp4Bias) : mxfp4_factor(b);
         second[m][h] = b > 128 ? mxfp4_large_scale(b) : bf16x2_splat(0x3F80);
       } else {
-        factor[m][h][0] = nvfp4_factor(decode_e4m3(uint8_t(c.scales[m][h])));
-        factor[m][h][1] = nvfp4_factor(decode_e4m3(uint8_t(c.scales[m][h] >> 8)));
+        nvfp4_factors(c.scales[m][h], factor[m][h][0], factor[m][h][1]);
         second[m][h] = 0;
       }
     }

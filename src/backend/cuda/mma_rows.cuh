@@ -292,8 +292,7 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
             factor[r][h][0] = factor[r][h][1] = b > 128 ? bf16x2_splat(kFp4Bias) : mxfp4_factor(uint8_t(b));
             second[r][h] = b > 128 ? mxfp4_large_scale(uint8_t(b)) : bf16x2_splat(0x3F80);
           } else if constexpr (F == WeightFormat::nvfp4) {
-            factor[r][h][0] = nvfp4_factor(decode_e4m3(uint8_t(b & 0xFF)));
-            factor[r][h][1] = nvfp4_factor(decode_e4m3(uint8_t(b >> 8)));
+            nvfp4_factors(b, factor[r][h][0], factor[r][h][1]);
             second[r][h] = 0;
           } else {
             factor[r][h][0] = factor[r][h][1] = bf16x2_splat(kFp8Bias);
