@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -675,13 +676,21 @@ TEST_F(CudaOps, HyperConnections) {
 }
 
 // ---- MoE routing (identical selections) and experts
+// Expert counts of each register width of the router kernel (8, 16, 32 a lane; some not a
+// multiple of 32), and logits on a coarse grid so that many scores tie (the lower index wins).
 TEST_F(CudaOps, RoutingEveryScoringFunction) {
   ModelConfig c = testing::tiny_config();
-  for (int64_t E : {8, 256}) {
+  const std::vector<std::pair<int64_t, bool>> cases{{8, false}, {256, false}, {256, true}, {300, true}, {1000, false}};
+  for (const auto& [experts, coarse_logits] : cases) {
+    const int64_t E = experts;
+    const bool coarse = coarse_logits;
     c.n_routed_experts = E;
     c.n_activated_experts = 6;
     const int64_t n = 37, k = 6, vocab = 50;
-    const auto logits = random_values(size_t(n * E), rng, 2.0f), bias = random_values(size_t(E), rng, 0.1f);
+    auto logits = random_values(size_t(n * E), rng, 2.0f);
+    const auto bias = random_values(size_t(E), rng, 0.1f);
+    if (coarse)
+      for (float& v : logits) v = std::round(v * 2.0f) / 2.0f;
     std::vector<int32_t> ids(static_cast<size_t>(n)), table(static_cast<size_t>(vocab * k));
     for (auto& i : ids) i = int32_t(rng() % vocab);
     for (auto& e : table) e = int32_t(rng() % E);
@@ -695,7 +704,8 @@ TEST_F(CudaOps, RoutingEveryScoringFunction) {
           return std::pair{b.download(r.weights), b.download_i32(r.experts)};
         };
         const auto want = op(*be->cpu), got = op(*be->gpu);
-        EXPECT_EQ(got.second, want.second) << "experts E=" << E << " scoring " << int(f) << " mode " << mode;
+        EXPECT_EQ(got.second, want.second) << "experts E=" << E << (coarse ? " (ties)" : "") << " scoring " << int(f)
+                                           << " mode " << mode;
         EXPECT_LT(relative_difference(got.first, want.first), 1e-5) << "weights E=" << E << " mode " << mode;
       }
   }

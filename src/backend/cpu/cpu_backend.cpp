@@ -280,8 +280,12 @@ class CpuBackend final : public Backend {
         if (bias) for (int64_t e = 0; e < E; ++e) biased[size_t(e)] += bias->data<float>()[e];
         std::vector<int32_t> order(static_cast<size_t>(E));
         std::iota(order.begin(), order.end(), 0);
-        std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                          [&](int32_t a, int32_t b) { return biased[size_t(a)] > biased[size_t(b)]; });
+        // higher score first, ties to the lower index (the CUDA router's order; partial_sort alone
+        // left tied experts in any order)
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+          const float va = biased[size_t(a)], vb = biased[size_t(b)];
+          return va > vb || (va == vb && a < b);
+        });
         std::copy_n(order.begin(), k, sel);
       }
       float sum = 0;
