@@ -35,8 +35,8 @@ __device__ __forceinline__ uint32_t score_key(float v) {
 // dynamic shared memory: the experts' scores, then the k picks. Each pick is the best remaining
 // biased score, ties to the lower index: every lane offers its own best, then two warp reductions
 // (the highest key, the lowest expert of that key) instead of a butterfly of shuffles, and the
-// scores stay in registers (before: a shared-memory scan a pick, 8.4 µs a call at batch 1 under
-// Nsight Compute on the H200).
+// scores stay in registers (a shared-memory scan a pick took 8.3 µs a launch at 1 row in the
+// small-ops bench on the H200, this 5.7; 27.1 and 16.9 µs at 8192 rows).
 template <int PerLane>
 __global__ void route_kernel(const float* logits, const float* bias, const int32_t* tid2eid, const int32_t* ids,
                              RouteParams p, float* weights, int32_t* selected) {
