@@ -9,8 +9,9 @@
 # round: `tetra bench` (20 layers of V4-Flash, batch 1 and 32 at 4k, a prefill of 8192), the
 # linear (graph-timed, M = 1), small-ops, attention and indexer kernel benches. Logs and JSON go to
 # /tmp/tetra-ab/<variant>/<round>/, packed into $OUT/ab.tar.gz after each round when $OUT is set
-# (a device call returns only a few files); a table of the headline figures, each round's and
-# their mean, comes last. Make a patch here with `git diff main...BRANCH > .gpu_carry/x.patch`.
+# (a device call returns only a few files); a table of the headline figures (with the indexer's
+# and the small ops' one-row times), each round's and their mean, comes last. Make a patch here
+# with `git diff main...BRANCH > .gpu_carry/x.patch`.
 # Usage: tools/ab_gpu.sh [PATCH...]
 # Settings: TETRA_AB_LAYERS (20), TETRA_AB_CONTEXTS ("4096"; e.g. "4096 1048575"), TETRA_AB_PREFILL
 # (8192; 0 for none), TETRA_AB_TESTS (1), TETRA_AB_ROUNDS (2), TETRA_AB_BENCHES (which of
@@ -141,19 +142,27 @@ def indexer(d):
     for m in re.finditer(r"^(decode, \d+k context|prefill \d+ rows, \d+k)\s+(\d+)\s+\d+\s+[\d.]+\s+([\d.]+)", text, re.M):
         r[f"score {m.group(1)}, {m.group(2)} rows us"] = float(m.group(3))
     return r
+def small_ops(d):
+    # each op's time at one row (a decode step's): "small mhc pre + norm, 1 row us"
+    try:
+        text = open(os.path.join(d, "small_ops.txt")).read()
+    except OSError:
+        return {}
+    return {f"small {m.group(1).strip()}, 1 row us": float(m.group(2))
+            for m in re.finditer(r"^(\S.*?)\s+1\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+%", text, re.M)}
 runs = {(n, k): {**tetra(f"{out}/{n}/{k}"), **linear(f"{out}/{n}/{k}"), **attention(f"{out}/{n}/{k}"),
-                 **indexer(f"{out}/{n}/{k}")}
+                 **indexer(f"{out}/{n}/{k}"), **small_ops(f"{out}/{n}/{k}")}
         for n in names for k in range(1, rounds + 1)}
 keys = sorted({key for r in runs.values() for key in r})
-print(f"{'':24s}" + "".join(f"{n:>12s}" for n in names) + "   (mean of the rounds; each round below)")
+print(f"{'':44s}" + "".join(f"{n:>12s}" for n in names) + "   (mean of the rounds; each round below)")
 for key in keys:
     means = []
     for n in names:
         values = [runs[n, k][key] for k in range(1, rounds + 1) if key in runs[n, k]]
         means.append(sum(values) / len(values) if values else float("nan"))
-    print(f"{key:24s}" + "".join(f"{m:12.4g}" for m in means))
+    print(f"{key:44s}" + "".join(f"{m:12.4g}" for m in means))
     for k in range(1, rounds + 1):
-        print(f"{'  round ' + str(k):24s}" + "".join(f"{runs[n, k].get(key, float('nan')):12.4g}" for n in names))
+        print(f"{'  round ' + str(k):44s}" + "".join(f"{runs[n, k].get(key, float('nan')):12.4g}" for n in names))
 PY
 [ -f "$out/variants.txt" ] && cat "$out/variants.txt"
 exit 0
