@@ -109,12 +109,13 @@ def tetra(d):
     if j.get("prefill") and j["prefill"].get("seconds"):
         r["prefill s"] = j["prefill"]["seconds"]
     return r
-def linear(d):
+def text_of(d, name):
     try:
-        text = open(os.path.join(d, "linear.txt")).read()
+        return open(os.path.join(d, name)).read()
     except OSError:
-        return {}
-    r = {}
+        return ""
+def linear(d):
+    text, r = text_of(d, "linear.txt"), {}
     m = re.search(r"gemm_m1_min_bw_fraction=([\d.]+)", text)
     if m:
         r["gemm m1 min bw"] = float(m.group(1))
@@ -134,22 +135,14 @@ def attention(d):
         return {}
 def indexer(d):
     # the score pass's tensor-core time of each row of the table: "decode, 1024k context 32 rows us"
-    try:
-        text = open(os.path.join(d, "indexer.txt")).read()
-    except OSError:
-        return {}
-    r = {}
-    for m in re.finditer(r"^(decode, \d+k context|prefill \d+ rows, \d+k)\s+(\d+)\s+\d+\s+[\d.]+\s+([\d.]+)", text, re.M):
-        r[f"score {m.group(1)}, {m.group(2)} rows us"] = float(m.group(3))
-    return r
+    pattern = r"^(decode, \d+k context|prefill \d+ rows, \d+k)\s+(\d+)\s+\d+\s+[\d.]+\s+([\d.]+)"
+    return {f"score {m.group(1)}, {m.group(2)} rows us": float(m.group(3))
+            for m in re.finditer(pattern, text_of(d, "indexer.txt"), re.M)}
 def small_ops(d):
     # each op's time at one row (a decode step's): "small mhc pre + norm, 1 row us"
-    try:
-        text = open(os.path.join(d, "small_ops.txt")).read()
-    except OSError:
-        return {}
+    pattern = r"^(\S.*?)\s+1\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+%"
     return {f"small {m.group(1).strip()}, 1 row us": float(m.group(2))
-            for m in re.finditer(r"^(\S.*?)\s+1\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+%", text, re.M)}
+            for m in re.finditer(pattern, text_of(d, "small_ops.txt"), re.M)}
 runs = {(n, k): {**tetra(f"{out}/{n}/{k}"), **linear(f"{out}/{n}/{k}"), **attention(f"{out}/{n}/{k}"),
                  **indexer(f"{out}/{n}/{k}"), **small_ops(f"{out}/{n}/{k}")}
         for n in names for k in range(1, rounds + 1)}
