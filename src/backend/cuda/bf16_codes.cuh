@@ -60,9 +60,10 @@ __device__ __forceinline__ uint32_t nvfp4_factor(float e4m3_scale) {
   return bf16x2_splat(*reinterpret_cast<const uint16_t*>(&b));
 }
 // nvfp4_factor of both e4m3 scale bytes of `bits` (low byte: `low`), each splat over a pair, in
-// seven integer and bf16 operations instead of ~12 each through f32: fp8_pair_low makes the two
-// bytes s·2^-120 at once, two exact multiplies by 2^119 give s·2^118, and a byte permutation
-// splats each half. Scales are never NaN here: upload_linear rejects NaN NVFP4 scales.
+// seven integer and bf16 operations for the two instead of an f32 decode, multiply and rounding
+// for each: fp8_pair_low makes the two bytes s·2^-120 at once, two exact multiplies by 2^119 give
+// s·2^118, and a byte permutation splats each half. Scales are never NaN here: upload_linear
+// rejects NaN NVFP4 scales.
 constexpr uint16_t kBf16Pow119 = 0x7B00;
 __device__ __forceinline__ void nvfp4_factors(uint32_t bits, uint32_t& low, uint32_t& high) {
   const uint32_t pow119 = bf16x2_splat(kBf16Pow119);

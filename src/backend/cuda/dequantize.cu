@@ -4,8 +4,8 @@
 #include <string>
 
 #include "backend/cuda/fp4_layout.h"
-#include "core/error.h"
 #include "backend/cuda/weight_chunk.cuh"
+#include "core/error.h"
 
 namespace tetra::cuda {
 namespace {
