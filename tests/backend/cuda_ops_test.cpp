@@ -404,12 +404,18 @@ TEST_F(CudaOps, LinearQuantizedLargeShapes) {
 // The tensor-core kernels decode NVFP4 scales without a NaN case, so a NaN scale byte (0x7F or
 // 0xFF) fails at load, naming the tensor and the block; the same weight without it loads.
 TEST_F(CudaOps, NanNvfp4ScaleFailsAtLoad) {
-  for (const uint8_t nan : {uint8_t(0x7F), uint8_t(0xFF)}) {
+  struct Case {
+    uint8_t nan;
+    int64_t row, block;
+    const char* where;
+  };
+  // a block inside the scales, and the very last one (the scan's byte-wise tail)
+  for (const Case& c : {Case{0x7F, 5, 2, "row 5, inputs 32..47"}, Case{0xFF, 63, 15, "row 63, inputs 240..255"}}) {
     RandomLinear r(WeightFormat::nvfp4, DType::u8, DType::f8_e4m3, 64, 256, rng);
     r.w.role = "layers.0.ffn.experts.3.w1";
     r.w.sources = {"layers.0.ffn.experts.3.w1.weight", "layers.0.ffn.experts.3.w1.weight_scale"};
     EXPECT_NO_THROW(be->gpu->load_linear(r.w));
-    r.scales_u8[size_t(5 * 16 + 2)] = nan;  // row 5, inputs 32..47
+    r.scales_u8[size_t(c.row * 16 + c.block)] = c.nan;
     try {
       be->gpu->load_linear(r.w);
       ADD_FAILURE() << "a NaN scale loaded";
@@ -417,7 +423,7 @@ TEST_F(CudaOps, NanNvfp4ScaleFailsAtLoad) {
       const std::string what = e.what();
       EXPECT_EQ(e.code(), ExitCode::model);
       EXPECT_NE(what.find("layers.0.ffn.experts.3.w1.weight_scale"), std::string::npos) << what;
-      EXPECT_NE(what.find("row 5, inputs 32..47"), std::string::npos) << what;
+      EXPECT_NE(what.find(c.where), std::string::npos) << what;
     }
   }
 }
