@@ -64,13 +64,12 @@ size_t first_e4m3_nan(const uint8_t* p, size_t n) {
 // large finite factor, a silent wrong answer, so such a checkpoint fails here by its tensor.
 void check_nvfp4_scales(const LinearWeight& w) {
   const auto* bytes = reinterpret_cast<const uint8_t*>(w.scale.data);
-  const size_t at_byte = first_e4m3_nan(bytes, w.scale.nbytes);
-  if (at_byte == w.scale.nbytes) return;
-  const uint8_t* nan = bytes + at_byte;
-  const int64_t at = int64_t(at_byte), blocks = w.in / 16;
+  const size_t at = first_e4m3_nan(bytes, w.scale.nbytes);
+  if (at == w.scale.nbytes) return;
+  const size_t blocks = size_t(w.in / 16);
   const std::string tensor = w.sources.size() > 1 ? w.sources[1] : w.role + " weight_scale";
   model_error(tensor, " (", w.role, "): NVFP4 block scale of row ", at / blocks, ", inputs ", 16 * (at % blocks), "..",
-              16 * (at % blocks) + 15, " is NaN (0x", std::hex, int(*nan), ")");
+              16 * (at % blocks) + 15, " is NaN (0x", std::hex, int(bytes[at]), ")");
 }
 
 }  // namespace
