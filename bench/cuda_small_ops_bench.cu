@@ -1,6 +1,6 @@
 // The small kernels of every layer at V4-Flash shapes (hc_mult 4, dim 4096, 64 heads of 512
 // with 64 rope dims, q_lora 1024, 20 Sinkhorn iterations, top-6 of 256 experts): the mHC pre mix,
-// post update and head mix, rms_norm over each width a layer normalizes, rope of the query and
+// its Sinkhorn normalization, post update and head mix, rms_norm over each width a layer normalizes, rope of the query and
 // key heads, and the router; at 1 and 32 rows (decode) and 8192 rows (prefill). A decode step
 // runs them back to back inside a CUDA graph, so each time here is a graph of 50 back-to-back
 // launches divided by 50 (median of 10 replays), reported against the op's bytes (each input read
@@ -97,11 +97,16 @@ int run() {
     TETRA_CUDA_CHECK(cudaMemcpy(pos.get(), positions.data(), pos.bytes(), cudaMemcpyHostToDevice));
     const double f = 4;  // bytes per float
 
-    report("mhc pre + norm (Sinkhorn 20)", n, us_per_launch(stream, [&] {
+    report("mhc pre + norm", n, us_per_launch(stream, [&] {
              hc_pre(h.get<float>(), fn.get<float>(), base.get<float>(), scale.get<float>(), norm_weight.get<float>(), n,
                     hc, scratch.get<float>(), x.get<float>(), post.get<float>(), comb.get<float>(), s);
            }),
            f * double(n * kFlat + kMix * kFlat + kDim + n * (kDim + kHc + kHc * kHc)), copy);
+    // comb's Sinkhorn normalization (a decode graph runs it beside the sub-block); each launch
+    // normalizes the last one's matrix again, the same work
+    report("mhc Sinkhorn (20 iterations)", n,
+           us_per_launch(stream, [&] { hc_sinkhorn(comb.get<float>(), n, hc, s); }), f * double(2 * n * kHc * kHc),
+           copy);
     report("mhc post", n, us_per_launch(stream, [&] {
              hc_post(h.get<float>(), {y.get<float>()}, post.get<float>(), comb.get<float>(), n, kHc, kDim, out.get<float>(),
                      s);

@@ -186,10 +186,13 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceGraph> capture(const std::function<void()>& body) override {
     recording_ = true;  // make() places the body's tensors in the arena (capture_arena.h)
     struct Reset {
-      bool& flag;
-      ~Reset() { flag = false; }
-    } reset{recording_};
-    return std::make_unique<cuda::CudaGraph>(stream_, arena_, body);
+      CudaBackend& be;
+      ~Reset() { be.recording_ = be.sinkhorn_pending_ = false; }
+    } reset{*this};
+    return std::make_unique<cuda::CudaGraph>(stream_, arena_, [&] {
+      body();
+      join_sinkhorn();  // a capture ends with every branch joined
+    });
   }
   // While a graph is recorded, `side` goes on a second stream that forks from the main one here
   // and joins it before anything after this call: the graph gets two branches that run side by
@@ -403,6 +406,7 @@ class CudaBackend final : public Backend {
     cuda::hc_pre(h.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(), norm.data<float>(), n,
                  hc_params(c), scratch.data<float>(), m.x.data<float>(), m.post.data<float>(), m.comb.data<float>(),
                  stream());
+    sinkhorn_aside(m.comb, c);
     return m;
   }
   Streams hc_post_pre(const Tensor& h, const Tensor& y, const Tensor* y_plus, const Tensor& post, const Tensor& comb,
@@ -414,15 +418,18 @@ class CudaBackend final : public Backend {
               {make({n, c.dim}, ElemType::f32), make({n, c.hc_mult}, ElemType::f32),
                make({n, c.hc_mult, c.hc_mult}, ElemType::f32)}};
     const Tensor scratch = make({cuda::hc_scratch_floats(n, hc_params(c))}, ElemType::f32);
+    join_sinkhorn();  // comb
     cuda::hc_post_pre(h.data<float>(), sub_block_output(y, y_plus), post.data<float>(), comb.data<float>(), fn.data<float>(),
                       base.data<float>(), scale.data<float>(), norm.data<float>(), n, hc_params(c),
                       scratch.data<float>(), s.h.data<float>(), s.mix.x.data<float>(), s.mix.post.data<float>(),
                       s.mix.comb.data<float>(), stream());
+    sinkhorn_aside(s.mix.comb, c);
     return s;
   }
   Tensor hc_post(const Tensor& h, const Tensor& y, const Tensor* y_plus, const Tensor& post,
                  const Tensor& comb) override {
     Tensor out = make(h.shape(), ElemType::f32);
+    join_sinkhorn();  // comb
     cuda::hc_post(h.data<float>(), sub_block_output(y, y_plus), post.data<float>(), comb.data<float>(), h.rows(), post.dim(1), y.dim(1),
                   out.data<float>(), stream());
     return out;
@@ -717,6 +724,29 @@ class CudaBackend final : public Backend {
     if (y_plus) expect(y_plus->numel() == y.numel(), "hc_post", "y_plus's size differs from y's");
     return {y.data<float>(), y_plus ? y_plus->data<float>() : nullptr};
   }
+  // hc_pre's comb logits into the mixing matrix (cuda::hc_sinkhorn). While a graph is recorded
+  // on the main stream, on a stream of its own that forks here: nothing reads comb before the
+  // sub-block's post update, which waits for it (join_sinkhorn), so the Sinkhorn iterations leave
+  // the step's critical path. Otherwise in order.
+  void sinkhorn_aside(const Tensor& comb, const ModelConfig& c) {
+    if (!recording_ || branching_) {
+      cuda::hc_sinkhorn(comb.data<float>(), comb.dim(0), hc_params(c), stream());
+      return;
+    }
+    join_sinkhorn();
+    TETRA_CUDA_CHECK(cudaEventRecord(sinkhorn_fork_.get(), stream_->get()));
+    TETRA_CUDA_CHECK(cudaStreamWaitEvent(sinkhorn_stream_->get(), sinkhorn_fork_.get()));
+    cuda::hc_sinkhorn(comb.data<float>(), comb.dim(0), hc_params(c), sinkhorn_stream_->get());
+    TETRA_CUDA_CHECK(cudaEventRecord(sinkhorn_done_.get(), sinkhorn_stream_->get()));
+    sinkhorn_pending_ = true;
+  }
+  // The main stream waits for the Sinkhorn branch, if one is open.
+  void join_sinkhorn() {
+    if (!sinkhorn_pending_) return;
+    sinkhorn_pending_ = false;
+    TETRA_CUDA_CHECK(cudaStreamWaitEvent(stream_->get(), sinkhorn_done_.get()));
+  }
+
   static cuda::HcParams hc_params(const ModelConfig& c) {
     return {c.hc_mult, c.dim, c.hc_sinkhorn_iters, float(c.norm_eps), float(c.hc_eps)};
   }
@@ -730,6 +760,11 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::CudaStream> side_stream_ = std::make_unique<cuda::CudaStream>();
   cuda::CudaEvent fork_{cudaEventDisableTiming}, join_{cudaEventDisableTiming};
   bool branching_ = false;
+  // sinkhorn_aside()'s branch: its stream, the events that fork it off and mark it done, and
+  // whether the main stream has yet to wait for it.
+  std::unique_ptr<cuda::CudaStream> sinkhorn_stream_ = std::make_unique<cuda::CudaStream>();
+  cuda::CudaEvent sinkhorn_fork_{cudaEventDisableTiming}, sinkhorn_done_{cudaEventDisableTiming};
+  bool sinkhorn_pending_ = false;
   cudaStream_t current_ = stream_->get();
   std::unique_ptr<cuda::DequantGemm> gemm_;  // after stream_: destroyed first
 };

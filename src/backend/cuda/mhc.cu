@@ -326,10 +326,8 @@ __device__ void store_normalized(const float* staged, const float* weight, int64
   for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) x[k] = staged[k] * r * weight[k];
 }
 
-// A block per row derives the row's pre/post/comb (a few hundred flops, the Sinkhorn matrix spread
-// over a warp's lanes) and x, RMS-normalized with `norm`. Only x needs pre alone: the other warps
-// mix the streams while warp 0 runs the Sinkhorn iterations (~2 µs of dependent shuffles and
-// divisions). Dynamic shared memory: the row's dim floats.
+// A block per row derives the row's pre and post weights, comb's logits (hc_sinkhorn_kernel
+// normalizes them) and x, RMS-normalized with `norm`. Dynamic shared memory: the row's dim floats.
 template <int HC>
 __global__ void __launch_bounds__(kFewRowsThreads)
     hc_pre_finish_kernel(const float* h, const float* partial, int64_t slices, const float* base, const float* scale,
@@ -339,46 +337,56 @@ __global__ void __launch_bounds__(kFewRowsThreads)
   __shared__ float mixes[kMaxMix];
   __shared__ float pre[HC];
   extern __shared__ __align__(16) float staged[];
-  constexpr int mix = (2 + HC) * HC;
   const int64_t r = blockIdx.x, flat = HC * p.dim;
-  gather_mixes(partial, r, slices, mix, flat, p.norm_eps, mixes);
+  gather_mixes(partial, r, slices, (2 + HC) * HC, flat, p.norm_eps, mixes);
   if (threadIdx.x < HC) {
     pre[threadIdx.x] = sigmoid(mixes[threadIdx.x] * scale[0] + base[threadIdx.x]) + p.hc_eps;
     post[r * HC + threadIdx.x] = 2 * sigmoid(mixes[HC + threadIdx.x] * scale[1] + base[HC + threadIdx.x]);
   }
+  if (threadIdx.x < HC * HC)
+    comb[r * HC * HC + threadIdx.x] = mixes[2 * HC + threadIdx.x] * scale[2] + base[2 * HC + threadIdx.x];
   __syncthreads();
-  if (threadIdx.x >= 32) {
-    mix_streams(h + r * flat, pre, HC, p.dim, threadIdx.x - 32, blockDim.x - 32, staged);
-  } else {
-    // Warp 0 holds the HC×HC matrix, one element per lane; row and column sums read the other
-    // lanes' elements in index order, so every value rounds as in a sequential loop (the CPU's).
-    // One thread doing all of it took ~28 µs: 20 iterations of dependent divisions.
-    const int lane = threadIdx.x, l = min(lane, HC * HC - 1), i = l / HC, j = l % HC;
-    auto row_sum = [&](float v) {
-      float s = 0;
-#pragma unroll
-      for (int jj = 0; jj < HC; ++jj) s += __shfl_sync(0xFFFFFFFFu, v, i * HC + jj);
-      return s;
-    };
-    auto column_sum = [&](float v) {
-      float s = 0;
-#pragma unroll
-      for (int ii = 0; ii < HC; ++ii) s += __shfl_sync(0xFFFFFFFFu, v, ii * HC + j);
-      return s;
-    };
-    // row softmax, then + eps
-    float c = mixes[2 * HC + l] * scale[2] + base[2 * HC + l], m = -INFINITY;
-#pragma unroll
-    for (int jj = 0; jj < HC; ++jj) m = fmaxf(m, __shfl_sync(0xFFFFFFFFu, c, i * HC + jj));
-    c = expf(c - m);
-    c = c / row_sum(c) + p.hc_eps;
-    for (int64_t it = 0; it < max(p.sinkhorn_iters, int64_t(1)); ++it) {
-      if (it > 0) c /= row_sum(c) + p.hc_eps;
-      c /= column_sum(c) + p.hc_eps;
-    }
-    if (lane < HC * HC) comb[r * HC * HC + l] = c;
-  }
+  mix_streams(h + r * flat, pre, HC, p.dim, threadIdx.x, blockDim.x, staged);
   store_normalized(staged, norm, p.dim, p.norm_eps, x + r * p.dim);
+}
+
+// comb's logits of each row, in place, into its mixing matrix: the row softmax + eps, then
+// Sinkhorn's alternating row and column normalizations (~2 µs of dependent shuffles and divisions
+// a row: a kernel of its own, which a recorded decode step runs beside the sub-block that does not
+// need comb). A warp per row holds the HC×HC matrix, one element per lane; row and column sums
+// read the other lanes' elements in index order, so every value rounds as in a sequential loop
+// (the CPU's).
+constexpr int kSinkhornRowsPerBlock = 8;
+template <int HC>
+__global__ void __launch_bounds__(32 * kSinkhornRowsPerBlock)
+    hc_sinkhorn_kernel(float* comb, int64_t n, int64_t iterations, float eps) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int64_t r = int64_t(blockIdx.x) * kSinkhornRowsPerBlock + threadIdx.x / 32;
+  if (r >= n) return;  // a whole warp: the shuffles below see every lane
+  const int lane = threadIdx.x % 32, l = min(lane, HC * HC - 1), i = l / HC, j = l % HC;
+  auto row_sum = [&](float v) {
+    float s = 0;
+#pragma unroll
+    for (int jj = 0; jj < HC; ++jj) s += __shfl_sync(0xFFFFFFFFu, v, i * HC + jj);
+    return s;
+  };
+  auto column_sum = [&](float v) {
+    float s = 0;
+#pragma unroll
+    for (int ii = 0; ii < HC; ++ii) s += __shfl_sync(0xFFFFFFFFu, v, ii * HC + j);
+    return s;
+  };
+  float c = comb[r * HC * HC + l], m = -INFINITY;
+#pragma unroll
+  for (int jj = 0; jj < HC; ++jj) m = fmaxf(m, __shfl_sync(0xFFFFFFFFu, c, i * HC + jj));
+  c = expf(c - m);
+  c = c / row_sum(c) + eps;
+  for (int64_t it = 0; it < max(iterations, int64_t(1)); ++it) {
+    if (it > 0) c /= row_sum(c) + eps;
+    c /= column_sum(c) + eps;
+  }
+  if (lane < HC * HC) comb[r * HC * HC + l] = c;
 }
 
 // The head's mix of row r (pre weights only), RMS-normalized with `norm`, as hc_pre_finish_kernel.
@@ -543,6 +551,17 @@ void hc_post_pre(const float* h, SubBlockOutput y, const float* post, const floa
   });
   TETRA_CUDA_CHECK(cudaGetLastError());
   launch_pre_finish(out, scratch, base, scale, norm, n, p, x, next_post, next_comb, stream);
+}
+
+void hc_sinkhorn(float* comb, int64_t n, const HcParams& p, cudaStream_t stream) {
+  check_hc(p);
+  if (n == 0) return;
+  with_hc(p.hc, [&](auto hc) {
+    launch_early(hc_sinkhorn_kernel<decltype(hc)::value>,
+                 dim3(unsigned((n + kSinkhornRowsPerBlock - 1) / kSinkhornRowsPerBlock)), dim3(32 * kSinkhornRowsPerBlock),
+                 0, stream, comb, n, p.sinkhorn_iters, p.hc_eps);
+  });
+  TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
 void hc_post(const float* h, SubBlockOutput y, const float* post, const float* comb, int64_t n, int64_t hc, int64_t dim,
