@@ -215,8 +215,12 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
   constexpr bool kUnchecked = C::fp8;
   const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
   const int64_t in = wa.in;
+  // Each row's codes and (FP4) scales, in registers: read from the WeightRef in the loop (the
+  // experts' lie in global memory), the scales' base was a load before every scale load, and
+  // ptxas issued the NVFP4 up-projection's second chunk after the first one's products.
+  constexpr int64_t kInputsPerScale = F == WeightFormat::nvfp4 ? 16 : F == WeightFormat::mxfp4 ? 32 : 0;
   const uint8_t* rows[kMmaTiles][2] = {};
-  int64_t row_index[kMmaTiles][2];
+  [[maybe_unused]] const uint8_t* scale_rows[kMmaTiles][2] = {};
 #pragma unroll
   for (int r = 0; r < kMmaTiles; ++r)
 #pragma unroll
@@ -224,8 +228,10 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
       const WeightRef& w = Gated && r == 1 ? wb : wa;
       int64_t o = o0 + (Gated ? 0 : 16 * r) + g + 8 * h;
       if (kUnchecked) o = min(o, row_end - 1);
-      row_index[r][h] = o;
-      if (o < row_end) rows[r][h] = static_cast<const uint8_t*>(w.weight) + o * C::row_bytes(in);
+      if (o < row_end) {
+        rows[r][h] = static_cast<const uint8_t*>(w.weight) + o * C::row_bytes(in);
+        if constexpr (kInputsPerScale > 0) scale_rows[r][h] = static_cast<const uint8_t*>(w.scale) + o * (in / kInputsPerScale);
+      }
     }
   const auto first_column = kUnchecked ? reinterpret_cast<const float*>(__shfl_sync(
                                              0xFFFFFFFFu, reinterpret_cast<unsigned long long>(columns[0]), 0))
@@ -258,12 +264,10 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
           const bool ok = seg && (kUnchecked || rows[r][h]);
           raw[u][r][h] = ok ? load_streaming(rows[r][h] + C::row_bytes(k)) : make_uint4(0, 0, 0, 0);
           [[maybe_unused]] const WeightRef& w = Gated && r == 1 ? wb : wa;  // bf16 has no scales
-          [[maybe_unused]] const int64_t o = row_index[r][h];
           if constexpr (F == WeightFormat::mxfp4)
-            scale_bits[u][r][h] = ok ? static_cast<const uint8_t*>(w.scale)[o * (in / 32) + k / 32] : 127u;
+            scale_bits[u][r][h] = ok ? scale_rows[r][h][k / 32] : 127u;
           else if constexpr (F == WeightFormat::nvfp4)
-            scale_bits[u][r][h] = ok ? *reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w.scale) + o * (in / 16) + k / 16)
-                                     : 0u;
+            scale_bits[u][r][h] = ok ? *reinterpret_cast<const uint16_t*>(scale_rows[r][h] + k / 16) : 0u;
           else if constexpr (F == WeightFormat::fp8_block) {
             // one scale per m-tile: its 16 rows lie in one 128-row block (the dispatch checks)
             const int64_t index = ((o0 + (Gated ? 0 : 16 * r)) / 128) * fp8_blocks_per_row + int64_t(c0 + u) * C::chunk / 128;
