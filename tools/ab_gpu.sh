@@ -15,7 +15,8 @@
 # Usage: tools/ab_gpu.sh [PATCH...]
 # Settings: TETRA_AB_LAYERS (20), TETRA_AB_CONTEXTS ("4096"; e.g. "4096 1048575"), TETRA_AB_PREFILL
 # (8192; 0 for none), TETRA_AB_TESTS (1), TETRA_AB_ROUNDS (2), TETRA_AB_BENCHES (which of
-# "tetra linear small_ops attention indexer" run; all by default).
+# "tetra linear small_ops attention indexer" run; all by default), TETRA_AB_SASS ("SOURCE REGEX":
+# the loops of those kernels of src/backend/cuda/SOURCE.cu in each variant, before the benchmarks).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
@@ -64,6 +65,17 @@ for name in "${names[@]}"; do
   [ -x "${build[$name]}/src/tetra" ] || { echo "$name: build failed"; tail -20 "$out/$name/build.log"; exit 1; }
 done
 echo "== built in $((SECONDS - start)) s"
+
+# TETRA_AB_SASS="SOURCE REGEX" (e.g. "moe expert_up_mma_kernelILNS_12WeightFormatE4ELi1E"): each
+# variant's loops of the matching kernels of src/backend/cuda/SOURCE.cu (tools/sass_loops.py).
+if [ -n "${TETRA_AB_SASS:-}" ]; then
+  read -r sass_source sass_pattern <<<"$TETRA_AB_SASS"
+  for name in "${names[@]}"; do
+    cuobjdump -sass "${build[$name]}/src/backend/cuda/CMakeFiles/tetra_cuda.dir/$sass_source.cu.o" >"$out/$name/$sass_source.sass"
+    echo "== $name: the loops of $sass_source.cu's $sass_pattern"
+    python3 tools/sass_loops.py "$out/$name/$sass_source.sass" "$sass_pattern" | cut -c1-200
+  done
+fi
 
 for name in "${names[@]}"; do
   if { [ "$name" != A ] && [ "$tests" -ge 1 ]; } || [ "$tests" = 2 ]; then
