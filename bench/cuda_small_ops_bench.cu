@@ -1,10 +1,11 @@
 // The small kernels of every layer at V4-Flash shapes (hc_mult 4, dim 4096, 64 heads of 512
 // with 64 rope dims, q_lora 1024, 20 Sinkhorn iterations, top-6 of 256 experts): the mHC pre mix,
-// its Sinkhorn normalization, post update and head mix, rms_norm over each width a layer normalizes, rope of the query and
-// key heads, and the router; at 1 and 32 rows (decode) and 8192 rows (prefill). A decode step
-// runs them back to back inside a CUDA graph, so each time here is a graph of 50 back-to-back
-// launches divided by 50 (median of 10 replays), reported against the op's bytes (each input read
-// once, each output written once) over the device copy bandwidth measured in the same run.
+// its Sinkhorn normalization, post update and head mix, rms_norm over each width a layer
+// normalizes, rope of the query and key heads, and the router; at 1 and 32 rows (decode) and 8192
+// rows (prefill). A decode step runs them back to back inside a CUDA graph, so each time here is a
+// graph of 50 back-to-back launches divided by 50 (median of 10 replays), reported against the
+// op's bytes (each input read once, each output written once) over the device copy bandwidth
+// measured in the same run.
 // Usage: tetra_cuda_small_ops_bench
 #include <cuda_runtime.h>
 

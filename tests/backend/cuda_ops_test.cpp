@@ -409,7 +409,7 @@ TEST_F(CudaOps, NanNvfp4ScaleFailsAtLoad) {
     int64_t row, block;
     const char* where;
   };
-  // a block inside the scales, and the very last one (the scan's byte-wise tail)
+  // a block inside the scales, and the very last one (in the scan's last eight-byte word)
   for (const Case& c : {Case{0x7F, 5, 2, "row 5, inputs 32..47"}, Case{0xFF, 63, 15, "row 63, inputs 240..255"}}) {
     RandomLinear r(WeightFormat::nvfp4, DType::u8, DType::f8_e4m3, 64, 256, rng);
     r.w.role = "layers.0.ffn.experts.3.w1";
