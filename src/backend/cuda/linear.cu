@@ -121,12 +121,12 @@ __device__ __forceinline__ void mma_block(const WeightRef& w, const WeightRef& w
   const int tokens = int(min(int64_t(kTokens), n - t0));
   const int s_begin = chunks * split / splits, span = chunks * (split + 1) / splits - s_begin;
   const int c_begin = s_begin + span * warp / warps, c_end = s_begin + span * (warp + 1) / warps;
-  wait_for_inputs();
   allow_next_kernel();
   const float* columns[NT];
   strided_columns<NT, P>(x + t0 * x_stride + group * w.in, x_stride, tokens, columns);
   float acc[kMmaTiles][NT][4];
-  warp_mma_rows<F, NT, P, Gated>(w, Gated ? wb : w, o0, end, columns, c_begin, c_end, acc);
+  // the weights are immutable: their first loads go out before the wait for the kernel ahead
+  warp_mma_rows<F, NT, P, Gated, true>(w, Gated ? wb : w, o0, end, columns, c_begin, c_end, acc);
   split_k_sum<NT>(acc, red);
   if (splits > 1) {  // the cluster of this row tile's blocks: block 0 adds the others' sums in order
     __shared__ float cluster_sums[kMmaTiles * NT * 4 * 32];

@@ -86,16 +86,41 @@ constexpr int kSumsPerLane = (kSums + kThreads / 32 - 1) / (kThreads / 32);  // 
 template <int Rows, class Streams>
 __global__ void __launch_bounds__(kThreads)
     hc_mix_kernel(Streams streams, const float* fn, int64_t n, int mix, int64_t flat, float* partial) {
-  wait_for_inputs();
   allow_next_kernel();
-  __shared__ __align__(16) float values[Rows][kSliceLength];
   const int64_t r0 = int64_t(blockIdx.x) * Rows, slice = blockIdx.y, slices = gridDim.y;
   const int64_t begin = slice * kSliceLength, end = min(begin + kSliceLength, flat);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, c0 = kChain * lane;
+  // The lane's values of fn's rows (16-byte loads where they are aligned: the slice's end is then a
+  // multiple of 4), requested before the wait for the kernel ahead: fn is a weight, and the streams
+  // it multiplies are that kernel's output (their staging below is a round trip of its own).
+  const bool vector_fn = flat % 4 == 0 && reinterpret_cast<uintptr_t>(fn) % 16 == 0;
+  float w[kSumsPerLane][kChain] = {};
+#pragma unroll
+  for (int m = 0; m < kSumsPerLane; ++m) {
+    const int k = warp + m * (kThreads / 32);
+    if (k >= mix) continue;
+    const float* w_row = fn + k * flat + begin + c0;
+#pragma unroll
+    for (int q = 0; q < kChain; q += 4) {
+      const bool inside = begin + c0 + q < end;
+      if (vector_fn) {
+        const float4 f = inside ? *reinterpret_cast<const float4*>(w_row + q) : make_float4(0, 0, 0, 0);
+        w[m][q] = f.x;
+        w[m][q + 1] = f.y;
+        w[m][q + 2] = f.z;
+        w[m][q + 3] = f.w;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) w[m][q + e] = begin + c0 + q + e < end ? w_row[q + e] : 0.0f;
+      }
+    }
+  }
+  wait_for_inputs();
+  __shared__ __align__(16) float values[Rows][kSliceLength];
   for (int c = threadIdx.x; c < kSliceLength; c += blockDim.x)
 #pragma unroll
     for (int j = 0; j < Rows; ++j) values[j][c] = r0 + j < n && begin + c < end ? streams(r0 + j, begin + c) : 0.0f;
   __syncthreads();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, c0 = kChain * lane;
   float v[Rows][kChain];
 #pragma unroll
   for (int j = 0; j < Rows; ++j)
@@ -107,33 +132,15 @@ __global__ void __launch_bounds__(kThreads)
       v[j][q + 2] = f.z;
       v[j][q + 3] = f.w;
     }
-  // fn's rows in 16-byte loads where they are aligned (the slice's end is then a multiple of 4)
-  const bool vector_fn = flat % 4 == 0 && reinterpret_cast<uintptr_t>(fn) % 16 == 0;
   float chains[Rows][kSumsPerLane] = {};
 #pragma unroll
   for (int m = 0; m < kSumsPerLane; ++m) {
     const int k = warp + m * (kThreads / 32);
     if (k < mix) {
-      const float* w_row = fn + k * flat + begin + c0;
-      float w[kChain];
-#pragma unroll
-      for (int q = 0; q < kChain; q += 4) {
-        const bool inside = begin + c0 + q < end;
-        if (vector_fn) {
-          const float4 f = inside ? *reinterpret_cast<const float4*>(w_row + q) : make_float4(0, 0, 0, 0);
-          w[q] = f.x;
-          w[q + 1] = f.y;
-          w[q + 2] = f.z;
-          w[q + 3] = f.w;
-        } else {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) w[q + e] = begin + c0 + q + e < end ? w_row[q + e] : 0.0f;
-        }
-      }
 #pragma unroll
       for (int q = 0; q < kChain; ++q)
 #pragma unroll
-        for (int j = 0; j < Rows; ++j) chains[j][m] = fmaf(w[q], v[j][q], chains[j][m]);
+        for (int j = 0; j < Rows; ++j) chains[j][m] = fmaf(w[m][q], v[j][q], chains[j][m]);
     } else if (k == kMaxMix) {
 #pragma unroll
       for (int q = 0; q < kChain; ++q)
@@ -300,8 +307,17 @@ __device__ void mix_streams(const float* v, const float* pre, int hc, int64_t di
   }
 }
 
+// The 16 bytes of the norm weight that store_normalized's vector path gives this thread first
+// (zeros where it takes none): a finish kernel reads them before the wait for the kernel ahead.
+__device__ float4 first_norm_weights(const float* weight, int64_t dim) {
+  const bool vector = dim % 4 == 0 && reinterpret_cast<uintptr_t>(weight) % 16 == 0;
+  return vector && threadIdx.x < dim / 4 ? reinterpret_cast<const float4*>(weight)[threadIdx.x] : make_float4(0, 0, 0, 0);
+}
+
 // x = staged · rsqrt(mean(staged²) + eps) · weight, rms_norm's formula; staged is the whole row.
-__device__ void store_normalized(const float* staged, const float* weight, int64_t dim, float eps, float* x) {
+// first: first_norm_weights(weight, dim), loaded early by the caller.
+__device__ void store_normalized(const float* staged, const float* weight, float4 first, int64_t dim, float eps,
+                                 float* x) {
   __shared__ float warp_sums[kNormLanes / 32];
   __syncthreads();  // staged is complete
   if (threadIdx.x < kNormLanes) {
@@ -317,10 +333,12 @@ __device__ void store_normalized(const float* staged, const float* weight, int64
   const float r = 1.0f / sqrtf(total / float(dim) + eps);
   if (dim % 4 == 0 && (reinterpret_cast<uintptr_t>(weight) | reinterpret_cast<uintptr_t>(x)) % 16 == 0) {
     const float4 *staged4 = reinterpret_cast<const float4*>(staged), *weight4 = reinterpret_cast<const float4*>(weight);
-    for (int64_t k = threadIdx.x; k < dim / 4; k += blockDim.x) {
-      const float4 v = staged4[k], w = weight4[k];
+    auto store = [&](int64_t k, float4 w) {
+      const float4 v = staged4[k];
       reinterpret_cast<float4*>(x)[k] = make_float4(v.x * r * w.x, v.y * r * w.y, v.z * r * w.z, v.w * r * w.w);
-    }
+    };
+    if (int64_t(threadIdx.x) < dim / 4) store(threadIdx.x, first);
+    for (int64_t k = threadIdx.x + int64_t(blockDim.x); k < dim / 4; k += blockDim.x) store(k, weight4[k]);
     return;
   }
   for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) x[k] = staged[k] * r * weight[k];
@@ -332,22 +350,28 @@ template <int HC>
 __global__ void __launch_bounds__(kFewRowsThreads)
     hc_pre_finish_kernel(const float* h, const float* partial, int64_t slices, const float* base, const float* scale,
                          const float* norm, HcParams p, float* x, float* post, float* comb) {
-  wait_for_inputs();
   allow_next_kernel();
+  // The weights this thread uses, read before the wait for the kernel ahead (whose output the
+  // partial sums and the streams are): each was a dependent round trip after a barrier.
+  const int t = threadIdx.x;
+  const float pre_base = t < HC ? base[t] : 0.0f, post_base = t < HC ? base[HC + t] : 0.0f;
+  const float comb_base = t < HC * HC ? base[2 * HC + t] : 0.0f;
+  const float pre_scale = scale[0], post_scale = scale[1], comb_scale = scale[2];
+  const float4 norm_first = first_norm_weights(norm, p.dim);
+  wait_for_inputs();
   __shared__ float mixes[kMaxMix];
   __shared__ float pre[HC];
   extern __shared__ __align__(16) float staged[];
   const int64_t r = blockIdx.x, flat = HC * p.dim;
   gather_mixes(partial, r, slices, (2 + HC) * HC, flat, p.norm_eps, mixes);
-  if (threadIdx.x < HC) {
-    pre[threadIdx.x] = sigmoid(mixes[threadIdx.x] * scale[0] + base[threadIdx.x]) + p.hc_eps;
-    post[r * HC + threadIdx.x] = 2 * sigmoid(mixes[HC + threadIdx.x] * scale[1] + base[HC + threadIdx.x]);
+  if (t < HC) {
+    pre[t] = sigmoid(mixes[t] * pre_scale + pre_base) + p.hc_eps;
+    post[r * HC + t] = 2 * sigmoid(mixes[HC + t] * post_scale + post_base);
   }
-  if (threadIdx.x < HC * HC)
-    comb[r * HC * HC + threadIdx.x] = mixes[2 * HC + threadIdx.x] * scale[2] + base[2 * HC + threadIdx.x];
+  if (t < HC * HC) comb[r * HC * HC + t] = mixes[2 * HC + t] * comb_scale + comb_base;
   __syncthreads();
-  mix_streams(h + r * flat, pre, HC, p.dim, threadIdx.x, blockDim.x, staged);
-  store_normalized(staged, norm, p.dim, p.norm_eps, x + r * p.dim);
+  mix_streams(h + r * flat, pre, HC, p.dim, t, blockDim.x, staged);
+  store_normalized(staged, norm, norm_first, p.dim, p.norm_eps, x + r * p.dim);
 }
 
 // comb's logits of each row, in place, into its mixing matrix: the row softmax + eps, then
@@ -393,18 +417,21 @@ __global__ void __launch_bounds__(32 * kSinkhornRowsPerBlock)
 __global__ void __launch_bounds__(kFewRowsThreads)
     hc_head_finish_kernel(const float* h, const float* partial, int64_t slices, const float* base, const float* scale,
                           const float* norm, HcParams p, float* x) {
-  wait_for_inputs();
   allow_next_kernel();
+  const int hc = int(p.hc);
+  // this thread's weights before the wait, as hc_pre_finish_kernel
+  const float pre_base = int(threadIdx.x) < hc ? base[threadIdx.x] : 0.0f, pre_scale = scale[0];
+  const float4 norm_first = first_norm_weights(norm, p.dim);
+  wait_for_inputs();
   __shared__ float mixes[kMaxMix];
   __shared__ float pre[kMaxHc];
   extern __shared__ __align__(16) float staged[];
-  const int hc = int(p.hc);
   const int64_t r = blockIdx.x, flat = p.hc * p.dim;
   gather_mixes(partial, r, slices, hc, flat, p.norm_eps, mixes);
-  if (threadIdx.x < hc) pre[threadIdx.x] = sigmoid(mixes[threadIdx.x] * scale[0] + base[threadIdx.x]) + p.hc_eps;
+  if (int(threadIdx.x) < hc) pre[threadIdx.x] = sigmoid(mixes[threadIdx.x] * pre_scale + pre_base) + p.hc_eps;
   __syncthreads();
   mix_streams(h + r * flat, pre, hc, p.dim, threadIdx.x, blockDim.x, staged);
-  store_normalized(staged, norm, p.dim, p.norm_eps, x + r * p.dim);
+  store_normalized(staged, norm, norm_first, p.dim, p.norm_eps, x + r * p.dim);
 }
 
 // One thread per (row, column): reads the column's hc stream values and y once and writes its hc

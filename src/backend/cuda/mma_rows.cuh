@@ -207,7 +207,9 @@ __device__ __forceinline__ void strided_columns(const float* x, int64_t stride, 
 // but 12-13 warps an SM instead of 16, so the decode grids of ~2048 warps needed a second wave:
 // fp8 wq_b 14.7 -> 21.8 us on the H200) and spilled when held to 128.
 constexpr int kChunksInFlight = 2;
-template <WeightFormat F, int NT, int P, bool Gated>
+// EarlyWeights: the caller has not waited for the kernel ahead (launch.cuh); the first chunks'
+// weight loads go out before the wait, which comes before any activation is read.
+template <WeightFormat F, int NT, int P, bool Gated, bool EarlyWeights = false>
 __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightRef& wb, int64_t o0, int64_t row_end,
                                               const float* const (&columns)[NT], int c_begin, int c_end,
                                               float (&acc)[kMmaTiles][NT][4]) {
@@ -247,6 +249,7 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[r][j][i] = 0;
 
+  bool waited = !EarlyWeights;
   // Chunks c0 .. c0 + kChunksInFlight - 1; Whole: all of them lie inside [c_begin, c_end) and the
   // row, and nothing is checked.
   auto chunks_mma = [&](auto whole, int c0) {
@@ -276,6 +279,10 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
                                                                 : static_cast<const uint8_t*>(w.scale)[index];
           }
         }
+    }
+    if (!waited) {
+      wait_for_inputs();
+      waited = true;
     }
 #pragma unroll
     for (int u = 0; u < kChunksInFlight; ++u) {
@@ -329,6 +336,7 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
   int c0 = c_begin;
   for (; c0 + kChunksInFlight <= whole_end; c0 += kChunksInFlight) chunks_mma(std::true_type{}, c0);
   for (; c0 < c_end; c0 += kChunksInFlight) chunks_mma(std::false_type{}, c0);
+  if (!waited) wait_for_inputs();  // a warp without chunks
 #pragma unroll
   for (int r = 0; r < kMmaTiles; ++r) {
     const float s = output_scale<F>(Gated && r == 1 ? wb : wa);
