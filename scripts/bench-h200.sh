@@ -13,9 +13,15 @@
 #   TETRA_BENCH_LAYERS (20)  TETRA_BENCH_BATCHES ("1 32")  TETRA_BENCH_CONTEXTS ("4096 65536 1048575")
 #   TETRA_BENCH_PREFILL (8192)  TETRA_BENCH_STEPS (5)  TETRA_PEER_LAYERS (4)  TETRA_PEER_PREFILL (8192)
 #   TETRA_BENCH_LIMIT (seconds for step 1: 900)  TETRA_SKIP_BUILD=1 reuses build-gpu/.
+#   TETRA_BENCH_KERNELS (which of step 3's kernel benchmarks run, by name: "attention indexer
+#   linear prefill small_ops"; all by default; the JSON's GEMM and attention keys need "linear
+#   attention")  TETRA_BENCH_TORCH (0 skips the PyTorch small ops)
+# The JSON and the GPU tests in one device call of under 300 s:
+#   TETRA_BENCH_CONTEXTS="4096 1048575" TETRA_BENCH_KERNELS="linear attention" TETRA_BENCH_TORCH=0 \
+#     scripts/bench-h200.sh; TETRA_GPU_ONLY=1 TETRA_GPU_PART=tests scripts/gpu-test.sh
 # Dependencies the machine lacks come from .gpu_carry/deps when present (tools/pack_gpu_deps.sh).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/tetra-bench}
 mkdir -p "$out"
@@ -31,6 +37,8 @@ prefill=${TETRA_BENCH_PREFILL:-8192}
 steps=${TETRA_BENCH_STEPS:-5}
 peer_layers=${TETRA_PEER_LAYERS:-4}
 peer_prefill=${TETRA_PEER_PREFILL:-8192}
+kernels=" ${TETRA_BENCH_KERNELS:-attention indexer linear prefill small_ops} "
+torch=${TETRA_BENCH_TORCH:-1}
 
 summary=()
 # step NAME SECONDS COMMAND...: COMMAND under a time limit, its output on the console and in the
@@ -69,6 +77,8 @@ kernel_json=()
 for b in build-gpu/bench/tetra_cuda_*; do
   [ -x "$b" ] || continue
   name=$(basename "$b")
+  short=${name#tetra_cuda_}
+  [[ $kernels == *" ${short%_bench} "* ]] || continue
   if grep -q -- '--json' "bench/${name#tetra_}".c* 2>/dev/null; then
     step "$name" 300 "$b" --json "$out/$name.json" && kernel_json+=("$out/$name.json")
   else
@@ -77,12 +87,12 @@ for b in build-gpu/bench/tetra_cuda_*; do
 done
 
 # the peer of tetra_cuda_small_ops_bench: transformers' own mHC / RMSNorm modules on the same shapes
-step "torch small ops" 300 python3 tools/torch_small_ops.py --json "$out/torch_small_ops.json"
+[ "$torch" = 0 ] || step "torch small ops" 300 python3 tools/torch_small_ops.py --json "$out/torch_small_ops.json"
 
 mkdir -p docs/perf
 step "summary" 60 python3 tools/perf_summary.py --tetra "$out/tetra.json" --tetra-peer "$out/tetra_peer.json" \
   --baseline "$out/transformers.json" --kernel "${kernel_json[@]}" \
-  --command "scripts/bench-h200.sh (TETRA_BENCH_LAYERS=$layers TETRA_BENCH_BATCHES='$batches' TETRA_BENCH_CONTEXTS='$contexts' TETRA_BENCH_PREFILL=$prefill TETRA_BENCH_STEPS=$steps TETRA_PEER_LAYERS=$peer_layers TETRA_PEER_PREFILL=$peer_prefill)" \
+  --command "scripts/bench-h200.sh (TETRA_BENCH_LAYERS=$layers TETRA_BENCH_BATCHES='$batches' TETRA_BENCH_CONTEXTS='$contexts' TETRA_BENCH_PREFILL=$prefill TETRA_BENCH_STEPS=$steps TETRA_PEER_LAYERS=$peer_layers TETRA_PEER_PREFILL=$peer_prefill TETRA_BENCH_KERNELS='${kernels:1:-1}')" \
   --out docs/perf/h200-v4-flash.json
 cp docs/perf/h200-v4-flash.json "$out/" 2>/dev/null
 

@@ -13,7 +13,7 @@
 # (to split the work over calls of a limited length); TETRA_SANITIZER_JOBS, _JOB_SECONDS and
 # _SHARDS tune tools/sanitize_gpu_tests.sh.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH
 log=${OUT:-/tmp}/gpu-test.log
 : >"$log"
@@ -47,7 +47,8 @@ step() {
   return "$rc"
 }
 
-build="cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
+# BUILD_TESTING named: scripts/bench-h200.sh leaves it off in the same build directory's cache
+build="cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON -DBUILD_TESTING=ON \
   -DCMAKE_CUDA_ARCHITECTURES=${TETRA_CUDA_ARCHS:-90a} && ninja -C build-gpu"
 [ "${TETRA_SKIP_BUILD:-0}" = 1 ] || step build 900 bash -c "$build" || { tail -50 "$log"; echo "build failed"; exit 1; }
 

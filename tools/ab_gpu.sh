@@ -40,7 +40,7 @@ for p in "${patches[@]}"; do grep '^+++ b/' "$p" | sed 's|^+++ b/||' | xargs -r 
 configure_and_build() {
   local name=$1 root=$2 dir=$3
   mkdir -p "$out/$name"
-  cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
+  cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON -DBUILD_TESTING=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${TETRA_CUDA_ARCHS:-90a}" >"$out/$name/build.log" 2>&1 &&
     ninja -C "$dir" >>"$out/$name/build.log" 2>&1
 }
