@@ -521,6 +521,14 @@ TEST_F(CudaOps, NormRopeAndElementwise) {
           return b.download(b.rms_norm(b.upload(x, {runs, group}), with_weight ? &w : nullptr, group, 1e-6));
         };
         EXPECT_LT(relative_difference(op(*be->gpu), op(*be->cpu)), kF32Tolerance) << "rms_norm group " << group;
+        // a launch of one run takes the instance that reads the weights before its wait: the
+        // first run alone must come out as it does among the others, bit for bit
+        const std::vector<float> first(x.begin(), x.begin() + group);
+        const Tensor w = be->gpu->upload(wt, {group});
+        const auto alone = be->gpu->download(
+            be->gpu->rms_norm(be->gpu->upload(first, {1, group}), with_weight ? &w : nullptr, group, 1e-6));
+        const auto among = op(*be->gpu);
+        EXPECT_EQ(alone, std::vector<float>(among.begin(), among.begin() + group)) << "rms_norm group " << group;
       }
     }
   for (int64_t rows : {1, 6}) {
@@ -579,6 +587,17 @@ TEST_F(CudaOps, NormRopeAndElementwise) {
           return std::vector<std::vector<float>>{b.download(out[0]), b.download(out[1])};
         };
         EXPECT_EQ(pair(*be->gpu, true), pair(*be->gpu, false)) << "rms_norm_ropes head_dim " << head_dim;
+        // one row (the decode's launches at batch 1, another kernel instance) as among five rows
+        const std::vector<float> row(x.begin(), x.begin() + heads * head_dim), key_row(key.begin(), key.begin() + head_dim);
+        const Tensor q = be->gpu->upload(row, {1, heads * head_dim}), k = be->gpu->upload(key_row, {1, head_dim});
+        const Tensor w = be->gpu->upload(wt, {head_dim}), p = be->gpu->upload_i32(std::span(pos).first(1), {1}),
+                     f = be->gpu->upload(freq, {half});
+        const std::vector<Tensor> one = be->gpu->rms_norm_ropes({{&q, nullptr}, {&k, &w}}, head_dim, 1e-6, p, f);
+        const auto five = pair(*be->gpu, true);
+        EXPECT_EQ(be->gpu->download(one[0]), std::vector<float>(five[0].begin(), five[0].begin() + heads * head_dim))
+            << "rms_norm_ropes one row, head_dim " << head_dim;
+        EXPECT_EQ(be->gpu->download(one[1]), std::vector<float>(five[1].begin(), five[1].begin() + head_dim))
+            << "rms_norm_ropes one row, head_dim " << head_dim;
       }
   const auto a = random_values(1000, rng, 4.0f), c = random_values(1000, rng, 4.0f);
   auto add = [&](Backend& b) { return b.download(b.add(b.upload(a, {10, 100}), b.upload(c, {10, 100}))); };

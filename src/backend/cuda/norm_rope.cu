@@ -28,24 +28,42 @@ struct RopeArgs {
 constexpr int64_t kWarpRunMax = 1024;
 constexpr int kWarpRunsPerBlock = 4;
 
+// Rope's frequencies for the two pairs of vector i (4 values; zeros before the roped part). They
+// are the model's: the warp kernel reads them before waiting on the kernel ahead.
+__device__ __forceinline__ float2 rope_freqs(const RopeArgs& rope, int64_t group, int i) {
+  const int64_t first = group - 2 * rope.half, k = 4 * int64_t(i);  // k: the vector's first value
+  return k >= first ? make_float2(rope.inv_freq[(k - first) / 2], rope.inv_freq[(k + 2 - first) / 2]) : float2{};
+}
+
+// Vector i of a run: scaled by r and its weights w, then roped with frequencies freq at the run's
+// position when Rope is set.
 template <typename Vec, bool Rope>
-__device__ __forceinline__ void scale_and_store(Vec a, int i, int64_t run, int64_t group, float r, const float* weight,
-                                                const RopeArgs& rope, Vec* out) {
+__device__ __forceinline__ void scale_and_store(Vec a, Vec w, float2 freq, float position, int i, int64_t group,
+                                                float r, const RopeArgs& rope, Vec* out) {
   constexpr int kLanes = sizeof(Vec) / sizeof(float);
   static_assert(!Rope || kLanes == 4, "rope needs whole pairs in a vector");
   float* e = reinterpret_cast<float*>(&a);
-  const float* w = weight ? reinterpret_cast<const float*>(reinterpret_cast<const Vec*>(weight) + i) : nullptr;
+  const float* we = reinterpret_cast<const float*>(&w);
 #pragma unroll
-  for (int l = 0; l < kLanes; ++l) e[l] = e[l] * r * (w ? w[l] : 1.0f);
+  for (int l = 0; l < kLanes; ++l) e[l] = e[l] * r * we[l];
   if constexpr (Rope) {
-    const int64_t first = group - 2 * rope.half, k = int64_t(kLanes) * i;  // k: this vector's first value
-    if (k >= first) {
-      const float position = float(rope.positions[run / rope.heads]);
-#pragma unroll
-      for (int l = 0; l < kLanes; l += 2) rotate_pair(e[l], e[l + 1], rope.inv_freq[(k + l - first) / 2] * position, false);
+    if (int64_t(kLanes) * i >= group - 2 * rope.half) {
+      rotate_pair(e[0], e[1], freq.x * position, false);
+      rotate_pair(e[2], e[3], freq.y * position, false);
     }
   }
   out[i] = a;
+}
+
+// Vector i of the norm's weight, ones without one (x·1 is x: the same values either way).
+template <typename Vec>
+__device__ __forceinline__ Vec weight_vector(const float* weight, int i) {
+  if (weight) return reinterpret_cast<const Vec*>(weight)[i];
+  Vec ones;
+  float* e = reinterpret_cast<float*>(&ones);
+#pragma unroll
+  for (int l = 0; l < int(sizeof(Vec) / sizeof(float)); ++l) e[l] = 1.0f;
+  return ones;
 }
 
 // The tensors one warp-kernel launch normalizes, their runs one after another: part p's runs
@@ -59,11 +77,18 @@ struct WarpRuns {
   int parts = 0;
 };
 
-template <typename Vec, bool Rope>
+// Early: the weights and rope frequencies (the model's, immutable) are read before waiting on the
+// kernel ahead, so that only x's round trip is left after the wait. On the H200 that made batch-1
+// decode 2.5% faster and, taken for every launch, batch 32 2.4% slower (twenty-third run of
+// docs/perf.md; why was not found), so only launches of one row per part take it. Both instances
+// compute the same values in the same order: a row's result does not depend on its batch.
+template <typename Vec, bool Rope, bool Early>
 __global__ void __launch_bounds__(kWarpRunsPerBlock * 32)
     rms_norm_warp_kernel(WarpRuns runs, int64_t group, float eps, RopeArgs rope) {
-  wait_for_inputs();
-  allow_next_kernel();
+  if constexpr (!Early) {
+    wait_for_inputs();
+    allow_next_kernel();
+  }
   constexpr int kLanes = sizeof(Vec) / sizeof(float), kPerLane = int(kWarpRunMax) / 32 / kLanes;
   int64_t run = int64_t(blockIdx.x) * kWarpRunsPerBlock + threadIdx.x / 32;
   // the part by constant indices (an indexed kernel parameter is copied to local memory first)
@@ -76,6 +101,21 @@ __global__ void __launch_bounds__(kWarpRunsPerBlock * 32)
   float* y = second ? runs.y[1] : runs.y[0];
   rope.heads = second ? runs.heads[1] : runs.heads[0];
   const int lane = int(threadIdx.x & 31), vecs = int(group / kLanes);
+  Vec w[kPerLane];
+  float2 freq[kPerLane] = {};
+  float position = 0;
+  if constexpr (Early) {
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+      if (lane + 32 * j < vecs) w[j] = weight_vector<Vec>(weight, lane + 32 * j);
+    if constexpr (Rope)
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j)
+        if (lane + 32 * j < vecs) freq[j] = rope_freqs(rope, group, lane + 32 * j);
+    wait_for_inputs();
+    allow_next_kernel();
+    if constexpr (Rope) position = float(rope.positions[run / rope.heads]);
+  }
   const Vec* v = reinterpret_cast<const Vec*>(x + run * group);
   Vec a[kPerLane];
 #pragma unroll
@@ -92,8 +132,16 @@ __global__ void __launch_bounds__(kWarpRunsPerBlock * 32)
   const float r = 1.0f / sqrtf(warp_sum(s) / float(group) + eps);
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j)
-    if (lane + 32 * j < vecs)
-      scale_and_store<Vec, Rope>(a[j], lane + 32 * j, run, group, r, weight, rope, reinterpret_cast<Vec*>(y + run * group));
+    if (const int i = lane + 32 * j; i < vecs) {
+      if constexpr (!Early) {  // each read where it is used, only for the roped vectors
+        w[j] = weight_vector<Vec>(weight, i);
+        if (Rope && int64_t(kLanes) * i >= group - 2 * rope.half) {
+          freq[j] = rope_freqs(rope, group, i);
+          position = float(rope.positions[run / rope.heads]);
+        }
+      }
+      scale_and_store<Vec, Rope>(a[j], w[j], freq[j], position, i, group, r, rope, reinterpret_cast<Vec*>(y + run * group));
+    }
 }
 
 // One block per run; a thread's loads are unrolled so that they are in flight together.
@@ -115,17 +163,24 @@ __global__ void __launch_bounds__(kNormThreads)
     for (int l = 0; l < kLanes; ++l) s = fmaf(e[l], e[l], s);
   }
   const float r = 1.0f / sqrtf(block_sum(s) / float(group) + eps);
+  const float position = Rope ? float(rope.positions[run / rope.heads]) : 0.0f;
 #pragma unroll 4
   for (int i = threadIdx.x; i < vecs; i += kNormThreads)
-    scale_and_store<Vec, Rope>(v[i], i, run, group, r, weight, rope, reinterpret_cast<Vec*>(y + run * group));
+    scale_and_store<Vec, Rope>(v[i], weight_vector<Vec>(weight, i), Rope ? rope_freqs(rope, group, i) : float2{},
+                               position, i, group, r, rope, reinterpret_cast<Vec*>(y + run * group));
 }
 
 // Runs of up to kWarpRunMax values of every part in one launch of the warp kernel.
 template <typename Vec, bool Rope>
 void launch_warp_runs(const WarpRuns& runs, int64_t group, float eps, const RopeArgs& rope, cudaStream_t stream) {
   const int64_t total = runs.end[runs.parts - 1];
-  launch_early(rms_norm_warp_kernel<Vec, Rope>, dim3(unsigned((total + kWarpRunsPerBlock - 1) / kWarpRunsPerBlock)),
-               dim3(kWarpRunsPerBlock * 32), 0, stream, runs, group, eps, rope);
+  bool one_row = true;  // every part's runs are one row's heads
+  for (int p = 0; p < runs.parts; ++p) one_row &= runs.end[p] - (p ? runs.end[p - 1] : 0) == runs.heads[p];
+  const dim3 grid(unsigned((total + kWarpRunsPerBlock - 1) / kWarpRunsPerBlock)), block(kWarpRunsPerBlock * 32);
+  if (one_row)
+    launch_early(rms_norm_warp_kernel<Vec, Rope, true>, grid, block, 0, stream, runs, group, eps, rope);
+  else
+    launch_early(rms_norm_warp_kernel<Vec, Rope, false>, grid, block, 0, stream, runs, group, eps, rope);
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
