@@ -17,7 +17,7 @@
 #   linear prefill small_ops"; all by default; the JSON's GEMM and attention keys need "linear
 #   attention")  TETRA_BENCH_TORCH (0 skips the PyTorch small ops)
 # The JSON, then the GPU tests, demo parity and the server's e2e in one device call (the same
-# steps took 288 s in docs/perf.md's twenty-third run; this form has not run yet):
+# form took 144 s in docs/perf.md's twenty-fourth run, with build-gpu/ already built):
 #   TETRA_BENCH_CONTEXTS="4096 1048575" TETRA_BENCH_KERNELS="linear attention" TETRA_BENCH_TORCH=0 \
 #     scripts/bench-h200.sh; TETRA_GPU_ONLY=1 TETRA_GPU_PART=tests scripts/gpu-test.sh
 # Dependencies the machine lacks come from .gpu_carry/deps when present (tools/pack_gpu_deps.sh).
