@@ -36,14 +36,20 @@ done
 # An earlier call's objects of a file a patch changes are newer than the copied tree: touch them.
 for p in "${patches[@]}"; do grep '^+++ b/' "$p" | sed 's|^+++ b/||' | xargs -r touch; done
 
-# configure_and_build NAME ROOT BUILD_DIR: the build log in $out/NAME/build.log
+# configure_and_build NAME ROOT BUILD_DIR: the build log in $out/NAME/build.log. Only what the call
+# runs is built: tetra, the kernel benchmarks and, for a variant whose GPU tests run, the GPU
+# tests' binaries (the gpu_tests target): the CPU-only test binaries are about a quarter of a
+# build's compile time (docs/perf.md, twenty-fourth run).
 configure_and_build() {
-  local name=$1 root=$2 dir=$3
+  local name=$1 root=$2 dir=$3 targets=(tetra bench/all)
+  runs_tests "$name" && targets+=(gpu_tests)
   mkdir -p "$out/$name"
   cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON -DBUILD_TESTING=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${TETRA_CUDA_ARCHS:-90a}" >"$out/$name/build.log" 2>&1 &&
-    ninja -C "$dir" >>"$out/$name/build.log" 2>&1
+    ninja -C "$dir" "${targets[@]}" >>"$out/$name/build.log" 2>&1
 }
+# runs_tests NAME: whether the variant's GPU tests run (TETRA_AB_TESTS: 1 the patched ones, 2 all)
+runs_tests() { { [ "$1" != A ] && [ "$tests" -ge 1 ]; } || [ "$tests" = 2 ]; }
 
 names=(A)
 declare -A build=([A]=$PWD/build-gpu)
@@ -78,7 +84,7 @@ if [ -n "${TETRA_AB_SASS:-}" ]; then
 fi
 
 for name in "${names[@]}"; do
-  if { [ "$name" != A ] && [ "$tests" -ge 1 ]; } || [ "$tests" = 2 ]; then
+  if runs_tests "$name"; then
     ctest --test-dir "${build[$name]}" -L gpu --output-on-failure >"$out/$name/gpu-tests.log" 2>&1
     echo "$name: $(grep -E "tests passed|tests failed" "$out/$name/gpu-tests.log")"
   fi
