@@ -58,10 +58,17 @@ __device__ __forceinline__ uint32_t encode_magnitude(float a, int man_bits, int 
   const uint32_t man = uint32_t(v / ldexpf(1.0f, ve - man_bits)) & ((1u << man_bits) - 1);
   return (uint32_t(ve + bias) << man_bits) | man;
 }
-__device__ __forceinline__ uint8_t encode_e4m3(float x) {  // saturates to +-448, NaN -> 0x7F
+// Saturates to +-448, NaN -> 0x7F. From sm_89 on, the hardware conversion: round to nearest even
+// and saturation to the largest finite code, as the software path (one instruction against a
+// chain of frexpf, rintf and divisions); its NaN code may carry the sign, so NaN is selected first.
+__device__ __forceinline__ uint8_t encode_e4m3(float x) {
   if (isnan(x)) return 0x7F;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  return uint8_t(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+#else
   const uint32_t sign = signbit(x) ? 0x80u : 0u;
   return uint8_t(sign | encode_magnitude(fminf(fabsf(x), 448.0f), 3, 7));
+#endif
 }
 __device__ __forceinline__ uint8_t encode_e2m1(float x) {  // saturates to +-6, NaN -> 0
   if (isnan(x)) return 0;
