@@ -40,13 +40,16 @@ __device__ __forceinline__ uint32_t score_key(float v) {
 template <int PerLane>
 __global__ void route_kernel(const float* logits, const float* bias, const int32_t* tid2eid, const int32_t* ids,
                              RouteParams p, float* weights, int32_t* selected) {
-  wait_for_inputs();
-  allow_next_kernel();
   extern __shared__ float shared[];
   float* s = shared;
   int32_t* picked = reinterpret_cast<int32_t*>(shared + p.experts);
   const int lane = threadIdx.x;
   const int64_t r = blockIdx.x, E = p.experts, k = p.k;
+  float expert_bias[PerLane];  // the model's: read while the kernel ahead finishes
+#pragma unroll
+  for (int i = 0; i < PerLane; ++i) expert_bias[i] = bias && lane + 32 * i < E ? bias[lane + 32 * i] : 0.0f;
+  wait_for_inputs();
+  allow_next_kernel();
   float score[PerLane];
 #pragma unroll
   for (int i = 0; i < PerLane; ++i) {  // every load and score computed side by side
@@ -85,7 +88,7 @@ __global__ void route_kernel(const float* logits, const float* bias, const int32
 #pragma unroll
     for (int i = 0; i < PerLane; ++i) {
       const int64_t e = lane + 32 * i;
-      key[i] = e < E ? score_key(score[i] + (bias ? bias[e] : 0.0f)) : 0u;
+      key[i] = e < E ? score_key(score[i] + expert_bias[i]) : 0u;
       if (e < E) remaining |= 1u << i;
     }
     constexpr uint32_t kNone = 0xFFFFFFFFu;
