@@ -22,13 +22,7 @@ int64_t kv_entry_bytes(const ModelConfig& c, KvCacheDtype t) {
   switch (t) {
     case KvCacheDtype::f32: return 4 * c.head_dim;
     case KvCacheDtype::bf16: return 2 * c.head_dim;
-    case KvCacheDtype::fp8: {
-      // e4m3 nope dims, bf16 rope dims, one ue8m0 scale per 64 nope values padded to 8 bytes
-      // (448 + 128 + 8 = 584 bytes for V4).
-      const int64_t nope = c.head_dim - c.rope_dim;
-      const int64_t scales = (nope + 63) / 64;
-      return nope + 2 * c.rope_dim + (scales + 7) / 8 * 8;
-    }
+    case KvCacheDtype::fp8: return kv_fp8_row_bytes(c.head_dim, c.rope_dim);
   }
   return 0;
 }
@@ -37,7 +31,7 @@ int64_t indexer_entry_bytes(const ModelConfig& c, IndexerCacheDtype t) {
   switch (t) {
     case IndexerCacheDtype::f32: return 4 * c.index_head_dim;
     case IndexerCacheDtype::bf16: return 2 * c.index_head_dim;
-    case IndexerCacheDtype::fp4: return c.index_head_dim / 2 + (c.index_head_dim + 31) / 32;
+    case IndexerCacheDtype::fp4: return indexer_fp4_row_bytes(c.index_head_dim);
   }
   return 0;
 }

@@ -357,7 +357,7 @@ class CpuBackend final : public Backend {
         return out;
       }
       case KvCacheDtype::fp8: {
-        const int64_t nope = d - rope_dim, bytes = nope + 2 * rope_dim + ((nope + 63) / 64 + 7) / 8 * 8;
+        const int64_t bytes = kv_fp8_row_bytes(d, rope_dim);
         Tensor out = make({n, bytes}, ElemType::u8);
         for (int64_t r = 0; r < n; ++r)
           encode_kv_fp8(std::span<const float>(rows.data<float>() + r * d, size_t(d)), rope_dim,
@@ -389,7 +389,7 @@ class CpuBackend final : public Backend {
     const int64_t n = rows.rows(), d = rows.row_numel();
     if (t == IndexerCacheDtype::f32) return rows;
     if (t == IndexerCacheDtype::bf16) return encode_kv(rows, KvCacheDtype::bf16, 0);
-    const int64_t bytes = d / 2 + (d + 31) / 32;
+    const int64_t bytes = indexer_fp4_row_bytes(d);
     Tensor out = make({n, bytes}, ElemType::u8);
     for (int64_t r = 0; r < n; ++r)
       encode_indexer_fp4(std::span<const float>(rows.data<float>() + r * d, size_t(d)),

@@ -5,14 +5,9 @@
 
 #include <cstdint>
 
-namespace tetra::cuda {
+#include "model/kv_layout.h"  // kv_fp8_row_bytes, indexer_fp4_row_bytes
 
-// Bytes of one encoded row.
-inline int64_t kv_fp8_row_bytes(int64_t d, int64_t rope_dim) {
-  const int64_t nope = d - rope_dim;
-  return nope + 2 * rope_dim + ((nope + 63) / 64 + 7) / 8 * 8;
-}
-inline int64_t indexer_fp4_row_bytes(int64_t d) { return d / 2 + (d + 31) / 32; }
+namespace tetra::cuda {
 
 void encode_kv_fp8(const float* rows, int64_t n, int64_t d, int64_t rope_dim, uint8_t* out, cudaStream_t stream);
 void decode_kv_fp8(const uint8_t* bytes, int64_t n, int64_t d, int64_t rope_dim, float* out, cudaStream_t stream);

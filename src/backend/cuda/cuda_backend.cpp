@@ -570,7 +570,7 @@ class CudaBackend final : public Backend {
         return out;
       }
       case KvCacheDtype::fp8: {
-        Tensor out = make({n, cuda::kv_fp8_row_bytes(d, rope_dim)}, ElemType::u8);
+        Tensor out = make({n, kv_fp8_row_bytes(d, rope_dim)}, ElemType::u8);
         cuda::encode_kv_fp8(rows.data<float>(), n, d, rope_dim, out.data<uint8_t>(), stream());
         return out;
       }
@@ -591,7 +591,7 @@ class CudaBackend final : public Backend {
     if (t == IndexerCacheDtype::f32) return rows;
     if (t == IndexerCacheDtype::bf16) return encode_kv(rows, KvCacheDtype::bf16, 0);
     const int64_t n = rows.rows(), d = rows.row_numel();
-    Tensor out = make({n, cuda::indexer_fp4_row_bytes(d)}, ElemType::u8);
+    Tensor out = make({n, indexer_fp4_row_bytes(d)}, ElemType::u8);
     cuda::encode_indexer_fp4(rows.data<float>(), n, d, out.data<uint8_t>(), stream());
     return out;
   }
