@@ -57,8 +57,10 @@ step() {
 }
 
 if [ "${TETRA_SKIP_BUILD:-0}" != 1 ]; then
+  targets="tetra"  # and the kernel benchmarks step 3 runs
+  for k in $kernels; do targets+=" tetra_cuda_${k}_bench"; done
   step build 600 bash -c "cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=${TETRA_CUDA_ARCHS:-90a} -DBUILD_TESTING=OFF >/dev/null && ninja -C build-gpu tetra bench/all" ||
+    -DCMAKE_CUDA_ARCHITECTURES=${TETRA_CUDA_ARCHS:-90a} -DBUILD_TESTING=OFF >/dev/null && ninja -C build-gpu $targets" ||
     { echo "build failed"; exit 1; }
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$log"

@@ -37,11 +37,15 @@ done
 for p in "${patches[@]}"; do grep '^+++ b/' "$p" | sed 's|^+++ b/||' | xargs -r touch; done
 
 # configure_and_build NAME ROOT BUILD_DIR: the build log in $out/NAME/build.log. Only what the call
-# runs is built: tetra, the kernel benchmarks and, for a variant whose GPU tests run, the GPU
-# tests' binaries (the gpu_tests target): the CPU-only test binaries are about a quarter of a
-# build's compile time (docs/perf.md, twenty-fourth run).
+# runs is built: tetra, the kernel benchmarks it runs and, for a variant whose GPU tests run, the
+# GPU tests' binaries (the gpu_tests target): the CPU-only test binaries are about a quarter of a
+# build's compile time, the benchmarks a sixth (docs/perf.md, twenty-fourth and fifth runs).
+bench_targets=()
+for b in linear small_ops attention indexer; do
+  [[ $benches == *" $b "* ]] && bench_targets+=("tetra_cuda_${b}_bench")
+done
 configure_and_build() {
-  local name=$1 root=$2 dir=$3 targets=(tetra bench/all)
+  local name=$1 root=$2 dir=$3 targets=(tetra "${bench_targets[@]}")
   runs_tests "$name" && targets+=(gpu_tests)
   mkdir -p "$out/$name"
   cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON -DBUILD_TESTING=ON \
