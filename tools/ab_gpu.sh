@@ -41,8 +41,8 @@ for p in "${patches[@]}"; do grep '^+++ b/' "$p" | sed 's|^+++ b/||' | xargs -r 
 # GPU tests' binaries (the gpu_tests target): the CPU-only test binaries are about a quarter of a
 # build's compile time, the benchmarks a sixth (docs/perf.md, twenty-fourth and fifth runs).
 bench_targets=()
-for b in linear small_ops attention indexer; do
-  [[ $benches == *" $b "* ]] && bench_targets+=("tetra_cuda_${b}_bench")
+for b in $benches; do
+  [ "$b" = tetra ] || bench_targets+=("tetra_cuda_${b}_bench")
 done
 configure_and_build() {
   local name=$1 root=$2 dir=$3 targets=(tetra "${bench_targets[@]}")
