@@ -916,6 +916,39 @@ TEST_F(CudaOps, RowsDoNotDependOnWhatSharesTheStep) {
   }
 }
 
+// The decode experts of a step whose grid fits one wave run deeper instances (three chunks in
+// flight a warp, moe.cu); larger steps the usual ones. A token alone takes the first, the same
+// token among 4000 others (8002 pairs: several waves on any GPU) the second: the same bits.
+TEST_F(CudaOps, ExpertsAgreeAtEveryLoadDepth) {
+  constexpr int64_t kOthers = 4000;
+  for (auto quant : {testing::TinyQuant::bf16, testing::TinyQuant::fp8_mxfp4, testing::TinyQuant::nvfp4}) {
+    const TinyModel tiny({.quant = quant});
+    const ModelConfig& c = tiny.config;
+    Backend& b = *be->gpu;
+    const std::string f = "layers.1.ffn.experts.";
+    std::vector<Tensor> w1, w2, w3;
+    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+      w1.push_back(b.load_linear(tiny.weights->linear(f + std::to_string(e) + ".w1")));
+      w2.push_back(b.load_linear(tiny.weights->linear(f + std::to_string(e) + ".w2")));
+      w3.push_back(b.load_linear(tiny.weights->linear(f + std::to_string(e) + ".w3")));
+    }
+    const int64_t k = c.n_activated_experts, E = c.n_routed_experts, rows = kOthers + 1;
+    const auto x = random_values(size_t(rows * c.dim), rng), rw = random_values(size_t(rows * k), rng);
+    std::vector<int32_t> sel(size_t(rows * k));
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t j = 0; j < k; ++j) sel[size_t(t * k + j)] = int32_t((t + j) % E);
+    auto experts = [&](int64_t n) {  // the first n rows, a decode step of n sequences
+      const Routing routing{b.upload(std::vector<float>(rw.begin(), rw.begin() + n * k), {n, k}),
+                            b.upload_i32(std::vector<int32_t>(sel.begin(), sel.begin() + n * k), {n, k})};
+      const Tensor xt = b.upload(std::vector<float>(x.begin(), x.begin() + n * c.dim), {n, c.dim});
+      const std::vector<int64_t> runs(size_t(n), 1);
+      const std::vector<float> y = b.download(b.experts(xt, routing, w1, w2, w3, 2.0, runs));
+      return std::vector<float>(y.begin(), y.begin() + c.dim);
+    };
+    EXPECT_EQ(experts(1), experts(rows)) << "quant " << int(quant);
+  }
+}
+
 // ---- the ops over the paged state: ragged steps of two sequences and a padding row, every
 // cache format; the CPU and the CUDA backends run the same steps on their own paged caches (the
 // exact CUDA backend within 1e-4, the default one's bf16 attention within 1e-2).

@@ -38,6 +38,18 @@ void allow_shared_bytes(Kernel kernel, size_t bytes) {
     TETRA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
+// Blocks of `kernel` that run at once on the whole device (one wave), at `threads` threads and
+// `shared_bytes` of dynamic shared memory a block.
+template <typename Kernel>
+int64_t one_wave_blocks(Kernel kernel, int threads, size_t shared_bytes) {
+  int device = 0, sms = 0, blocks = 0;
+  TETRA_CUDA_CHECK(cudaGetDevice(&device));
+  TETRA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  allow_shared_bytes(kernel, shared_bytes);
+  TETRA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, shared_bytes));
+  return int64_t(blocks) * sms;
+}
+
 // cluster_x > 1: consecutive blocks along x form clusters of that many (sharing their shared
 // memory, sm_90+; at most 8).
 template <typename... Params, typename... Args>

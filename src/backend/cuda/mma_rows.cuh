@@ -208,8 +208,9 @@ __device__ __forceinline__ void strided_columns(const float* x, int64_t stride, 
 // fp8 wq_b 14.7 -> 21.8 us on the H200) and spilled when held to 128.
 constexpr int kChunksInFlight = 2;
 // EarlyWeights: the caller has not waited for the kernel ahead (launch.cuh); the first chunks'
-// weight loads go out before the wait, which comes before any activation is read.
-template <WeightFormat F, int NT, int P, bool Gated, bool EarlyWeights = false>
+// weight loads go out before the wait, which comes before any activation is read. InFlight: the
+// chunks a warp loads before it consumes them (the sums come out the same for any count).
+template <WeightFormat F, int NT, int P, bool Gated, bool EarlyWeights = false, int InFlight = kChunksInFlight>
 __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightRef& wb, int64_t o0, int64_t row_end,
                                               const float* const (&columns)[NT], int c_begin, int c_end,
                                               float (&acc)[kMmaTiles][NT][4]) {
@@ -250,14 +251,14 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
       for (int i = 0; i < 4; ++i) acc[r][j][i] = 0;
 
   bool waited = !EarlyWeights;
-  // Chunks c0 .. c0 + kChunksInFlight - 1; Whole: all of them lie inside [c_begin, c_end) and the
+  // Chunks c0 .. c0 + InFlight - 1; Whole: all of them lie inside [c_begin, c_end) and the
   // row, and nothing is checked.
   auto chunks_mma = [&](auto whole, int c0) {
     constexpr bool kWhole = decltype(whole)::value;
-    uint4 raw[kChunksInFlight][kMmaTiles][2];
-    uint32_t scale_bits[kChunksInFlight][kMmaTiles][2];  // MXFP4 byte / NVFP4 two bytes / FP8-block raw bits
+    uint4 raw[InFlight][kMmaTiles][2];
+    uint32_t scale_bits[InFlight][kMmaTiles][2];  // MXFP4 byte / NVFP4 two bytes / FP8-block raw bits
 #pragma unroll
-    for (int u = 0; u < kChunksInFlight; ++u) {
+    for (int u = 0; u < InFlight; ++u) {
       const int64_t k = int64_t(c0 + u) * C::chunk + t * C::values;
       const bool seg = kWhole || (c0 + u < c_end && k < in);
 #pragma unroll
@@ -285,7 +286,7 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
       waited = true;
     }
 #pragma unroll
-    for (int u = 0; u < kChunksInFlight; ++u) {
+    for (int u = 0; u < InFlight; ++u) {
       if (!kWhole && c0 + u >= c_end) break;
       const float* xs[NT];
       const int64_t k = int64_t(c0 + u) * C::chunk + t * C::values;
@@ -331,11 +332,11 @@ __device__ __forceinline__ void warp_mma_rows(const WeightRef& wa, const WeightR
       }
     }
   };
-  // The whole chunks in pairs, then the rest (an odd one, a row's partial last chunk) checked.
+  // The whole chunks InFlight at a time, then the rest (fewer, a row's partial last chunk) checked.
   const int whole_end = kUnchecked ? int(min(int64_t(c_end), in / C::chunk)) : c_begin;
   int c0 = c_begin;
-  for (; c0 + kChunksInFlight <= whole_end; c0 += kChunksInFlight) chunks_mma(std::true_type{}, c0);
-  for (; c0 < c_end; c0 += kChunksInFlight) chunks_mma(std::false_type{}, c0);
+  for (; c0 + InFlight <= whole_end; c0 += InFlight) chunks_mma(std::true_type{}, c0);
+  for (; c0 < c_end; c0 += InFlight) chunks_mma(std::false_type{}, c0);
   if (!waited) wait_for_inputs();  // a warp without chunks
 #pragma unroll
   for (int r = 0; r < kMmaTiles; ++r) {

@@ -157,6 +157,17 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 // do not depend on the other columns, so a pair comes out the same in any group.
 constexpr int kMaxSplit = 16;
 constexpr int kGroupColumns = 8;
+// Chunks a warp loads before it consumes them (mma_rows.cuh), and the deeper instances' largest
+// block. A grid that fits one wave at the usual depth (a token's k pairs) leaves registers
+// unused: the deep instances spend them on a third chunk, so each warp waits on memory fewer
+// times (V4-Flash at batch 1: 130-134 registers, 15 warps an SM, the grid of 768 blocks of two
+// warps still one wave). Larger grids keep the usual depth, whose occupancy they need.
+constexpr int kDeepChunksInFlight = 3;
+constexpr int kDeepMaxSplit = 8;
+template <int InFlight>
+constexpr int max_split() {
+  return InFlight > kChunksInFlight ? kDeepMaxSplit : kMaxSplit;
+}
 
 // The pairs grouped by expert (group_pairs_kernel), or, with null tables (one token: its k
 // experts are distinct), group g = pair g alone.
@@ -229,8 +240,8 @@ __global__ void __launch_bounds__(kGroupThreads)
 }
 
 // grid (inter / 16, groups): h[pair, o] = swiglu(w1_e[o]·x_t, w3_e[o]·x_t) for the group's pairs
-template <WeightFormat F, int P>
-__global__ void __launch_bounds__(kMaxSplit * 32)
+template <WeightFormat F, int P, int InFlight>
+__global__ void __launch_bounds__(max_split<InFlight>() * 32)
     expert_up_mma_kernel(const float* x, int64_t dim, int64_t inter, PairGroups pg, int64_t k, const WeightRef* w1,
                          const WeightRef* w3, float limit, int chunks, float* h) {
   wait_for_inputs();
@@ -243,8 +254,8 @@ __global__ void __launch_bounds__(kMaxSplit * 32)
   const int column = lane / 4;  // the lane's B column
   const float* columns[1] = {column < group.count ? x + pair_in(pg, group, column) / k * dim : nullptr};
   float acc[kMmaTiles][1][4];
-  warp_mma_rows<F, 1, P, true>(w1[group.expert], w3[group.expert], o0, inter, columns, chunks * warp / warps,
-                               chunks * (warp + 1) / warps, acc);
+  warp_mma_rows<F, 1, P, true, false, InFlight>(w1[group.expert], w3[group.expert], o0, inter, columns,
+                                                chunks * warp / warps, chunks * (warp + 1) / warps, acc);
   split_k_sum<1>(acc, red);
   if (warp != 0) return;
 #pragma unroll
@@ -257,8 +268,8 @@ __global__ void __launch_bounds__(kMaxSplit * 32)
 }
 
 // grid (dim / 32, groups): y[pair, o] = w2_e[o]·h[pair] for the group's pairs
-template <WeightFormat F, int P>
-__global__ void __launch_bounds__(kMaxSplit * 32)
+template <WeightFormat F, int P, int InFlight>
+__global__ void __launch_bounds__(max_split<InFlight>() * 32)
     expert_down_mma_kernel(const float* h, int64_t dim, int64_t inter, PairGroups pg, const WeightRef* w2, int chunks,
                            float* y) {
   wait_for_inputs();
@@ -272,7 +283,8 @@ __global__ void __launch_bounds__(kMaxSplit * 32)
   const float* columns[1] = {column < group.count ? h + pair_in(pg, group, column) * inter : nullptr};
   const WeightRef& w = w2[group.expert];
   float acc[kMmaTiles][1][4];
-  warp_mma_rows<F, 1, P, false>(w, w, o0, dim, columns, chunks * warp / warps, chunks * (warp + 1) / warps, acc);
+  warp_mma_rows<F, 1, P, false, false, InFlight>(w, w, o0, dim, columns, chunks * warp / warps,
+                                                 chunks * (warp + 1) / warps, acc);
   split_k_sum<1>(acc, red);
   if (warp != 0) return;
 #pragma unroll
@@ -296,17 +308,23 @@ size_t split_reduction_bytes(int warps) { return size_t(warps - 1) * kMmaTiles *
 // a pair's sum runs in the same order whatever the batch (batch invariance).
 template <typename Kernel>
 int expert_split(Kernel kernel, int64_t tiles, int64_t k, int chunks) {
-  int device = 0, sms = 0;
-  TETRA_CUDA_CHECK(cudaGetDevice(&device));
-  TETRA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   int warps = 1;
   for (int w = 2; w <= kMaxSplit && 2 * w <= chunks; ++w) {  // fewer blocks fit as blocks grow: stop at the first miss
-    int blocks = 0;
-    TETRA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, w * 32, split_reduction_bytes(w)));
-    if (tiles * k > int64_t(blocks) * sms) break;
+    if (tiles * k > one_wave_blocks(kernel, w * 32, split_reduction_bytes(w))) break;
     warps = w;
   }
   return warps;
+}
+
+// Launches `deep` where its grid of `warps`-warp blocks fits one wave on this device, `usual`
+// otherwise. A warp adds its chunks in order at any depth, so both give the same sums at the same
+// split, and the choice may follow the grid (the step's pairs) without breaking batch invariance.
+template <typename Kernel, typename... Args>
+void launch_at_depth(Kernel usual, Kernel deep, dim3 grid, int warps, cudaStream_t stream, Args... args) {
+  const bool one_wave = warps <= kDeepMaxSplit &&
+                        int64_t(grid.x) * grid.y <= one_wave_blocks(deep, warps * 32, split_reduction_bytes(warps));
+  launch_early(one_wave ? deep : usual, grid, dim3(warps * 32), split_reduction_bytes(warps), stream, args...);
+  TETRA_CUDA_CHECK(cudaGetLastError());
 }
 
 template <WeightFormat F, int P>
@@ -315,16 +333,14 @@ void experts_mma(const float* x, int64_t pairs, int64_t dim, int64_t inter, cons
                  cudaStream_t stream, int split) {
   const int up_chunks = mma_chunks(F, dim), down_chunks = mma_chunks(F, inter);
   const int64_t up_tiles = (inter + 15) / 16, down_tiles = (dim + 31) / 32;
-  const auto up = expert_up_mma_kernel<F, P>;
-  const auto down = expert_down_mma_kernel<F, P>;
+  const auto up = expert_up_mma_kernel<F, P, kChunksInFlight>;
+  const auto down = expert_down_mma_kernel<F, P, kChunksInFlight>;
   const int up_warps = split > 0 ? split : expert_split(up, up_tiles, k, up_chunks);
   const int down_warps = split > 0 ? split : expert_split(down, down_tiles, k, down_chunks);
-  launch_early(up, dim3(unsigned(up_tiles), unsigned(pairs)), dim3(up_warps * 32), split_reduction_bytes(up_warps),
-               stream, x, dim, inter, groups, k, w1, w3, limit, up_chunks, h);
-  TETRA_CUDA_CHECK(cudaGetLastError());
-  launch_early(down, dim3(unsigned(down_tiles), unsigned(pairs)), dim3(down_warps * 32),
-               split_reduction_bytes(down_warps), stream, h, dim, inter, groups, w2, down_chunks, y);
-  TETRA_CUDA_CHECK(cudaGetLastError());
+  launch_at_depth(up, expert_up_mma_kernel<F, P, kDeepChunksInFlight>, dim3(unsigned(up_tiles), unsigned(pairs)),
+                  up_warps, stream, x, dim, inter, groups, k, w1, w3, limit, up_chunks, h);
+  launch_at_depth(down, expert_down_mma_kernel<F, P, kDeepChunksInFlight>, dim3(unsigned(down_tiles), unsigned(pairs)),
+                  down_warps, stream, h, dim, inter, groups, w2, down_chunks, y);
 }
 
 template <WeightFormat F>
