@@ -48,6 +48,10 @@ struct AttentionShape {
   int64_t window = 0;  // keys t-window+1 .. t
   int64_t ratio = 0;   // compressed entries: 0 none; with `selected` those, else every finished one
   double scale = 1;
+  // Where set, the output leaves rotated back (inverse rope at each row's position by these
+  // rope_dim/2 frequencies), as V4 rotates it before wo_a: one op, so that a backend can rotate
+  // the values as it writes them.
+  const Tensor* output_inv_freq = nullptr;
 };
 
 // A recorded sequence of backend work, replayed as a whole (a CUDA graph).

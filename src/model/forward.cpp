@@ -405,17 +405,15 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
   }
 
   const PagedRows window = paged(StreamKind::window);
-  const AttentionShape shape{caches_.kv, hd, c.rope_dim, c.window, b.ratio, 1.0 / std::sqrt(double(hd))};
-  Tensor o = be_.attention(q, kv_stored, window, b.ratio > 0 ? &compressed : nullptr, selected.empty() ? nullptr : &selected,
-                           b.sinks, batch.at, shape, batch.runs);
+  // the output comes rotated back (inverse rope), ready for wo_a
+  const AttentionShape shape{caches_.kv, hd, c.rope_dim, c.window, b.ratio, 1.0 / std::sqrt(double(hd)), &inv_freq};
+  const Tensor o = be_.attention(q, kv_stored, window, b.ratio > 0 ? &compressed : nullptr,
+                                 selected.empty() ? nullptr : &selected, b.sinks, batch.at, shape, batch.runs);
   // The step's keys into the window ring after attention (it read the ring's older rows), beside
   // the output projection.
   Tensor out;
   be_.concurrently([&] { be_.store_rows(window, kv_stored, batch.at, {c.window, 0}); },
-                   [&] {
-                     be_.rope(o, batch.at.position, inv_freq, hd, true);
-                     out = be_.linear(be_.grouped_linear(o, b.wo_a, c.o_groups, batch.runs), b.wo_b, batch.runs);
-                   });
+                   [&] { out = be_.linear(be_.grouped_linear(o, b.wo_a, c.o_groups, batch.runs), b.wo_b, batch.runs); });
   return out;
 }
 

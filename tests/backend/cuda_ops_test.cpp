@@ -1101,6 +1101,8 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
   c.compress_ratios = {0, 4, 128};
   c.hash_routed = {true, false, false};
   const int64_t d = c.head_dim, k = 512, csa_stored = 2048;  // CSA picks among the first 2048 entries
+  std::vector<float> inv_freq(size_t(c.rope_dim / 2));
+  for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * float(i) / float(c.rope_dim));
   struct Sequence {
     int64_t cached, rows;
   };
@@ -1192,25 +1194,40 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
         if (const int64_t visible = std::min<int64_t>((pos[size_t(r)] + 1) / 4, csa_stored); visible > 0)
           for (int64_t j = 0; j < k; ++j)
             if (j % 8 != 5) selected[size_t(r * k + j)] = int32_t(rng() % uint32_t(visible));
-      auto attend = [&](PagedSide& side, int64_t begin, int64_t count, RowRuns r) {
+      // rotated: the output rotated back within the op (AttentionShape::output_inv_freq)
+      auto attend = [&](PagedSide& side, int64_t begin, int64_t count, RowRuns r, bool rotated = false) {
         Backend& b = side.be;
         const Tensor step_kv = b.encode_kv(b.upload(rows_of(kv, d, begin, count), {count, d}), kvt, c.rope_dim);
         const Tensor picks = b.upload_i32(rows_of(selected, k, begin, count), {count, k});
         const PagedRows window = side.rows(layer, StreamKind::window);
         const PagedRows compressed = ratio > 0 ? side.rows(layer, StreamKind::compressed) : PagedRows{};
-        const AttentionShape shape{kvt, d, c.rope_dim, c.window, ratio, 1.0 / std::sqrt(double(d))};
+        const Tensor freq = b.upload(inv_freq, {c.rope_dim / 2});
+        const AttentionShape shape{kvt, d, c.rope_dim, c.window, ratio, 1.0 / std::sqrt(double(d)),
+                                   rotated ? &freq : nullptr};
         return b.download(b.attention(b.upload(rows_of(q, heads * d, begin, count), {count, heads * d}), step_kv, window,
                                       ratio > 0 ? &compressed : nullptr, ratio == 4 ? &picks : nullptr,
                                       b.upload(sinks, {heads}), side.step(step_rows(begin, count), count), shape, r));
       };
+      // The output rotated within the op: the same bits as the op, then an inverse rope pass, for
+      // every kernel (the split ones rotate in their combine; the rows of 70 take the whole-list one).
+      auto rotated_after = [&](PagedSide& side, const std::vector<float>& o) {
+        Backend& b = side.be;
+        Tensor t = b.upload(o, {n, heads * d});
+        b.rope(t, b.upload_i32(pos, {n}), b.upload(inv_freq, {c.rope_dim / 2}), d, true);
+        return b.download(t);
+      };
       const std::vector<float> want = attend(cpu, 0, n, runs);
-      EXPECT_LT(relative_difference(attend(exact, 0, n, runs), want), kF32Tolerance) << where << " (exact)";
+      EXPECT_EQ(attend(cpu, 0, n, runs, true), rotated_after(cpu, want)) << where << " (cpu, rotated)";
+      const std::vector<float> exact_out = attend(exact, 0, n, runs);
+      EXPECT_LT(relative_difference(exact_out, want), kF32Tolerance) << where << " (exact)";
+      EXPECT_EQ(attend(exact, 0, n, runs, true), rotated_after(exact, exact_out)) << where << " (exact, rotated)";
       // each tensor-core family (warpgroup MMA on a Hopper, mma.sync): near the CPU, and every
       // sequence's rows the same bits alone as among the others
       for (PagedSide* side : {&fast, &portable}) {
         const std::string family = where + (side == &fast ? " (default kernels)" : " (mma.sync)");
         const std::vector<float> together = attend(*side, 0, n, runs);
         EXPECT_LT(relative_difference(together, want), kBf16Tolerance) << family;
+        EXPECT_EQ(attend(*side, 0, n, runs, true), rotated_after(*side, together)) << family << " (rotated)";
         // one run of every row: the whole-list kernel for all
         EXPECT_LT(relative_difference(attend(*side, 0, n, {}), want), kBf16Tolerance) << family << " (one run)";
         for (size_t i = 0; i < seqs.size(); ++i) {

@@ -335,6 +335,7 @@ class CpuBackend final : public Backend {
     expect(step_kv.row_numel() * elem_bytes(step_kv.type()) == window.row_bytes, "attention", "step rows differ from the cache's");
     Tensor out = make({q.rows(), q.row_numel()}, ElemType::f32);
     cpu::attention(q, step_kv, window, compressed, selected, sinks, at, s, out);
+    if (s.output_inv_freq) rope(out, at.position, *s.output_inv_freq, s.head_dim, true);
     return out;
   }
   Tensor indexer_topk(const Tensor& q, const Tensor& weights, const PagedRows& keys, IndexerCacheDtype t, const StepRows& at,

@@ -17,6 +17,7 @@
 #include "backend/cuda/bf16_codes.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/rope.cuh"
 #include "backend/cuda/shared_tiles.cuh"
 #include "backend/cuda/wgmma.cuh"
 
@@ -644,7 +645,9 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 }
 
 // Row (begin + blockIdx.x / heads), head (blockIdx.x % heads): the row's splits in order, with
-// the sink in the denominator.
+// the sink in the denominator; with p.output_inv_freq, rotated back as it is written (thread i
+// holds dims i + 128j, so a rotated pair's other value is the neighbouring lane's: the rope
+// kernel's arithmetic on the same two values, without a pass of its own).
 constexpr int kCombineThreads = 128, kCombineDims = kMaxDim / kCombineThreads;
 __global__ void __launch_bounds__(kCombineThreads)
     combine_splits_kernel(const float* partial, AttentionKeys keys, const float* sinks, StepView at, int64_t begin,
@@ -678,24 +681,36 @@ __global__ void __launch_bounds__(kCombineThreads)
     weight[s] = s < used ? exp2f(split_max[s] - top) : 0.0f;
     if (s < used) denom += split_sum[s] * weight[s];
   }
-  for (int64_t i0 = threadIdx.x; i0 < d; i0 += kCombineThreads * kCombineDims) {
-    float x[kMaxSplits][kCombineDims];
+  // d <= kMaxDim (attention_tensor_cores_fit): one pass, every thread in it (the pairs' shuffles)
+  float x[kMaxSplits][kCombineDims];
 #pragma unroll
-    for (int s = 0; s < kMaxSplits; ++s)
+  for (int s = 0; s < kMaxSplits; ++s)
 #pragma unroll
-      for (int j = 0; j < kCombineDims; ++j) {
-        const int64_t i = i0 + j * kCombineThreads;
-        x[s][j] = s < used && i < d ? part[s * (d + 2) + i] : 0.0f;
-      }
-    float v[kCombineDims] = {};
+    for (int j = 0; j < kCombineDims; ++j) {
+      const int64_t i = threadIdx.x + j * kCombineThreads;
+      x[s][j] = s < used && i < d ? part[s * (d + 2) + i] : 0.0f;
+    }
+  float v[kCombineDims] = {};
 #pragma unroll
-    for (int s = 0; s < kMaxSplits; ++s)
-#pragma unroll
-      for (int j = 0; j < kCombineDims; ++j)
-        if (s < used) v[j] += x[s][j] * weight[s];
+  for (int s = 0; s < kMaxSplits; ++s)
 #pragma unroll
     for (int j = 0; j < kCombineDims; ++j)
-      if (const int64_t i = i0 + j * kCombineThreads; i < d) o[i] = v[j] / denom;
+      if (s < used) v[j] += x[s][j] * weight[s];
+  const int64_t first_rotated = d - p.rope_dim;  // even, as d is
+  const float position = p.output_inv_freq ? float(at.position[r]) : 0.0f;
+#pragma unroll
+  for (int j = 0; j < kCombineDims; ++j) {
+    const int64_t i = threadIdx.x + j * kCombineThreads;
+    float value = v[j] / denom;
+    if (p.output_inv_freq) {
+      const float other = __shfl_xor_sync(0xFFFFFFFFu, value, 1);  // dim i ^ 1
+      if (i >= first_rotated && i < d) {
+        float a = i % 2 ? other : value, b = i % 2 ? value : other;
+        rotate_pair(a, b, p.output_inv_freq[(i - first_rotated) / 2] * position, true);
+        value = i % 2 ? b : a;
+      }
+    }
+    if (i < d) o[i] = value;
   }
 }
 

@@ -517,6 +517,9 @@ class CudaBackend final : public Backend {
                               : s.kv == KvCacheDtype::bf16 ? cuda::RowFormat::bf16
                                                            : cuda::RowFormat::fp8_kv;
     const cuda::AttentionParams p{f, q.row_numel() / s.head_dim, s.head_dim, s.rope_dim, s.window, s.ratio, float(s.scale)};
+    if (s.output_inv_freq)
+      expect(s.output_inv_freq->numel() * 2 == s.rope_dim && at.position.numel() == q.rows(), "attention",
+             "the output's rotation needs rope_dim/2 frequencies and a position per row");
     const int64_t k = selected ? selected->dim(1) : 0;
     const cuda::AttentionKeys keys{step_kv.data<uint8_t>(),
                                    step_bytes,
@@ -526,9 +529,17 @@ class CudaBackend final : public Backend {
                                    selected ? selected->data<int32_t>() : nullptr,
                                    k,
                                    selected ? k : compressed ? compressed->capacity : 0};
+    // The split kernels' combine rotates the output back as it writes it; after the others, a
+    // rope pass over their rows does.
     auto run = [&](const RowRange& rows, cuda::AttentionKernel kernel, float* scratch) {
-      cuda::paged_attention(q.data<float>(), keys, sinks.data<float>(), view(at), rows.begin, rows.count, p, kernel,
+      const bool split = kernel == cuda::AttentionKernel::tensor_cores_split;
+      cuda::AttentionParams rp = p;
+      if (split && s.output_inv_freq) rp.output_inv_freq = s.output_inv_freq->data<float>();
+      cuda::paged_attention(q.data<float>(), keys, sinks.data<float>(), view(at), rows.begin, rows.count, rp, kernel,
                             attention_wgmma_, scratch, out.data<float>(), stream());
+      if (!split && s.output_inv_freq)
+        cuda::rope(out.data<float>() + rows.begin * q.row_numel(), at.position.data<int32_t>() + rows.begin,
+                   s.output_inv_freq->data<float>(), rows.count, p.heads, s.head_dim, s.rope_dim / 2, true, stream());
     };
     if (!numerics_.bf16_linear_inputs || !cuda::attention_tensor_cores_fit(p, step_bytes)) {
       run({0, q.rows()}, cuda::AttentionKernel::exact, nullptr);

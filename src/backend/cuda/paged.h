@@ -33,6 +33,9 @@ struct AttentionParams {
   RowFormat format;
   int64_t heads, d, rope_dim, window, ratio;
   float scale;
+  // Set (the split kernels only): the combine writes the output rotated back, inverse rope at the
+  // row's position by these rope_dim/2 frequencies (AttentionShape::output_inv_freq).
+  const float* output_inv_freq = nullptr;
 };
 
 // Where a row's keys are (Backend::attention): this step's stored rows [n, step_bytes], the
