@@ -33,8 +33,9 @@ for p in "$@"; do
   patch -p1 --dry-run -s <"$p" >/dev/null || { echo "$p does not apply to this tree" >&2; exit 2; }
   patches+=("$(realpath "$p")")
 done
-# An earlier call's objects of a file a patch changes are newer than the copied tree: touch them.
-for p in "${patches[@]}"; do grep '^+++ b/' "$p" | sed 's|^+++ b/||' | xargs -r touch; done
+# An earlier call's objects of a file a patch changes are newer than the copied tree: touch them
+# (-c: a file the patch creates stays absent, or the copies would hold it empty).
+for p in "${patches[@]}"; do grep '^+++ b/' "$p" | sed 's|^+++ b/||' | xargs -r touch -c; done
 
 # configure_and_build NAME ROOT BUILD_DIR: the build log in $out/NAME/build.log. Only what the call
 # runs is built: tetra, the kernel benchmarks it runs and, for a variant whose GPU tests run, the
