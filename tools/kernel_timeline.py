@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Where a graph-replayed step's time goes, from bench/kernel_trace.cpp's CSV.
+
+Each launch id is one API call: a CUDA graph launch (a decode step) records all of its kernels
+under one id. For each step with at least --min-kernels kernels this prints its span and idle
+time; for the last step of each distinct kernel count (batch 1, batch 32, ...) it attributes the
+span to kernels by completion: sorted by end time, each kernel is charged the time from the
+previous kernel's end to its own (what it added to the step if the chain is serial; a side
+branch finishing inside a longer kernel takes part of that kernel's charge). With programmatic
+dependent launch a kernel starts before the one ahead ends (it waits in griddepcontrol.wait),
+so its own duration overstates its work; the charge does not.
+
+Usage: tools/kernel_timeline.py TRACE.csv [--min-kernels 100] [--sequence N] [--all]
+  --sequence N: also list the step's first N kernels in end order (start, end, charge).
+  --all: the per-kernel table for every step, not only the last of each kernel count.
+"""
+import argparse
+import collections
+import csv
+import gzip
+import re
+import subprocess
+import sys
+
+
+def demangle(names):
+    try:
+        out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True).stdout
+        return dict(zip(names, out.splitlines()))
+    except (OSError, subprocess.CalledProcessError):
+        return {n: n for n in names}
+
+
+def short_name(full):
+    """tetra::cuda::(anonymous namespace)::expert_up_mma_kernel<(WeightFormat)4, 1, 3>(...) ->
+    expert_up_mma_kernel<4,1,3>"""
+    depth, cut = 0, len(full)
+    # the function name ends at the '(' of the parameter list, outside template brackets
+    for i, ch in enumerate(full):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and not full[i:].startswith("(anonymous"):
+            cut = i
+            break
+    name = full[:cut]
+    if name.startswith("void "):
+        name = name[5:]
+    name = re.sub(r"\(anonymous namespace\)::", "", name)
+    name = re.sub(r"\btetra::cuda::", "", name)
+    name = re.sub(r"\((?:tetra::cuda::)?[A-Za-z_:]+\)", "", name)  # enum casts in template arguments
+    name = re.sub(r"\s+", "", name)
+    return name[:90]
+
+
+def load(path):
+    with (gzip.open(path, "rt", newline="") if path.endswith(".gz") else open(path, newline="")) as f:
+        rows = list(csv.DictReader(f))
+    names = demangle(sorted({r["name"] for r in rows}))
+    steps = collections.defaultdict(list)
+    for r in rows:
+        steps[int(r["launch"])].append(
+            dict(start=int(r["start_ns"]), end=int(r["end_ns"]), stream=r["stream"], grid=r["grid"],
+                 block=r["block"], name=short_name(names.get(r["name"], r["name"]))))
+    return steps
+
+
+def busy_ns(kernels):
+    total, cur_start, cur_end = 0, None, None
+    for k in sorted(kernels, key=lambda k: k["start"]):
+        if cur_end is None or k["start"] > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = k["start"], k["end"]
+        else:
+            cur_end = max(cur_end, k["end"])
+    return total + (cur_end - cur_start if cur_end is not None else 0)
+
+
+def charges(kernels):
+    by_end = sorted(kernels, key=lambda k: k["end"])
+    first_start = min(k["start"] for k in kernels)
+    prev = first_start
+    out = []
+    for k in by_end:
+        out.append((k, k["end"] - max(prev, first_start)))
+        prev = k["end"]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("--min-kernels", type=int, default=100)
+    ap.add_argument("--sequence", type=int, default=0)
+    ap.add_argument("--all", action="store_true")
+    a = ap.parse_args()
+    steps = load(a.trace)
+    big = [(launch, ks) for launch, ks in sorted(steps.items()) if len(ks) >= a.min_kernels]
+    if not big:
+        sys.exit(f"{a.trace}: no launch with {a.min_kernels} kernels or more")
+    print(f"{'launch':>8} {'kernels':>8} {'span us':>9} {'busy us':>9} {'idle us':>8} {'streams':>8}")
+    for launch, ks in big:
+        span = max(k["end"] for k in ks) - min(k["start"] for k in ks)
+        busy = busy_ns(ks)
+        print(f"{launch:>8} {len(ks):>8} {span / 1e3:>9.1f} {busy / 1e3:>9.1f} {(span - busy) / 1e3:>8.1f} "
+              f"{len({k['stream'] for k in ks}):>8}")
+    last_of_count = {}
+    for launch, ks in big:
+        last_of_count[len(ks)] = (launch, ks)
+    chosen = big if a.all else sorted(last_of_count.values())
+    for launch, ks in chosen:
+        span = max(k["end"] for k in ks) - min(k["start"] for k in ks)
+        charged = collections.defaultdict(lambda: [0, 0, 0])  # count, charge ns, duration ns
+        for k, c in charges(ks):
+            e = charged[k["name"]]
+            e[0] += 1
+            e[1] += c
+            e[2] += k["end"] - k["start"]
+        print(f"\nlaunch {launch}: {len(ks)} kernels, span {span / 1e3:.1f} us; charge = time added by "
+              f"completion order (the charges sum to the span)")
+        print(f"{'charge us':>10} {'share':>6} {'calls':>6} {'charge/call':>11} {'dur/call':>9}  kernel")
+        for name, (n, c, d) in sorted(charged.items(), key=lambda kv: -kv[1][1]):
+            print(f"{c / 1e3:>10.1f} {100 * c / span:>5.1f}% {n:>6} {c / n / 1e3:>11.2f} {d / n / 1e3:>9.2f}  {name}")
+        if a.sequence:
+            t0 = min(k["start"] for k in ks)
+            print(f"\nfirst {a.sequence} kernels by end: start, end (us from the step's first start), charge us, "
+                  f"stream, grid, block")
+            for k, c in charges(ks)[: a.sequence]:
+                print(f"{(k['start'] - t0) / 1e3:>8.2f} {(k['end'] - t0) / 1e3:>8.2f} {c / 1e3:>7.2f} {k['stream']:>4} "
+                      f"{k['grid']:>12} {k['block']:>10}  {k['name']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# For the GPU machine: a decode step's kernel timeline. Builds tetra and the CUPTI tracer
+# (bench/kernel_trace.cpp) in build-gpu/, runs `tetra bench --synthetic` once with the tracer
+# injected and once without (the tracer's cost on the step time is the difference), and prints
+# tools/kernel_timeline.py's tables for the traced graph launches: the last step of each batch.
+# Output under $OUT (or /tmp/tetra-trace): trace.csv.gz, traced.log, plain.log, timeline.txt.
+# Usage: tools/trace_decode.sh [bench arguments...]
+#   (default: --synthetic v4-flash --layers 20 --batch 1 32 --context 4096 --steps 3)
+# TETRA_TRACE_SEQUENCE (60): how many of a step's first kernels to list in end order.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+out=${OUT:-/tmp/tetra-trace}
+mkdir -p "$out"
+[ -d .gpu_carry/deps/usr ] && export CMAKE_PREFIX_PATH=$PWD/.gpu_carry/deps/usr
+args=("$@")
+[ ${#args[@]} -gt 0 ] || args=(--synthetic v4-flash --layers 20 --batch 1 32 --context 4096 --steps 3)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="${TETRA_CUDA_ARCHS:-90a}" >"$out/build.log" 2>&1 &&
+  ninja -C build-gpu tetra tetra_kernel_trace >>"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+tracer=$PWD/build-gpu/bench/libtetra_kernel_trace.so
+CUDA_INJECTION64_PATH=$tracer TETRA_KERNEL_TRACE=$out/trace.csv build-gpu/src/tetra bench "${args[@]}" \
+  >"$out/traced.log" 2>&1 || { tail -30 "$out/traced.log"; exit 1; }
+build-gpu/src/tetra bench "${args[@]}" >"$out/plain.log" 2>&1 || { tail -30 "$out/plain.log"; exit 1; }
+echo "== step times, traced then plain"
+grep -A1 "^decode:" "$out/traced.log" "$out/plain.log" | grep -v "^--"
+python3 tools/kernel_timeline.py "$out/trace.csv" --sequence "${TETRA_TRACE_SEQUENCE:-60}" | tee "$out/timeline.txt"
+gzip -f "$out/trace.csv"
