@@ -420,23 +420,22 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
 Model::MoeOutput Model::moe(const Block& b, const Tensor& x, const Batch& batch) {
   const ModelConfig& c = config_;
   Tensor routed, shared;
-  auto route_and_run = [&] {
-    const Routing r = be_.route(be_.linear(x, b.gate, batch.runs), b.gate_bias.empty() ? nullptr : &b.gate_bias,
-                                b.hash ? &b.tid2eid : nullptr, batch.ids, c);
-    routed = be_.experts(x, r, b.w1, b.w2, b.w3, c.swiglu_limit, batch.runs);
-  };
+  const Routing r = be_.route(be_.linear(x, b.gate, batch.runs), b.gate_bias.empty() ? nullptr : &b.gate_bias,
+                              b.hash ? &b.tid2eid : nullptr, batch.ids, c);
+  auto run_routed = [&] { routed = be_.experts(x, r, b.w1, b.w2, b.w3, c.swiglu_limit, batch.runs); };
   if (c.n_shared_experts == 0) {
-    route_and_run();
+    run_routed();
     return {routed, {}};
   }
-  // The shared expert beside the router and the routed experts (the router's small kernels
-  // leave most of the GPU to it).
+  // The shared expert beside the routed experts, after the router: beside the router, its
+  // streaming loads slowed the router's short chain of dependent ones (a decode step's timeline
+  // on the H200: the router ended ~7 us after the gate, with the shared expert running).
   be_.concurrently(
       [&] {
         shared = be_.linear(be_.gated_linear(x, b.shared_w1, b.shared_w3, c.swiglu_limit, batch.runs), b.shared_w2,
                             batch.runs);
       },
-      route_and_run);
+      run_routed);
   return {routed, shared};
 }
 
