@@ -9,6 +9,7 @@
 // tools/kernel_timeline.py reads the file.
 #include <cupti.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

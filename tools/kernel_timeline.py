@@ -3,7 +3,7 @@
 
 Each launch id is one API call: a CUDA graph launch (a decode step) records all of its kernels
 under one id. For each step with at least --min-kernels kernels this prints its span and idle
-time; for the last step of each distinct kernel count (batch 1, batch 32, ...) it attributes the
+time; for the median-span step of each distinct kernel count (batch 1, batch 32, ...) it attributes the
 span to kernels by completion: sorted by end time, each kernel is charged the time from the
 previous kernel's end to its own (what it added to the step if the chain is serial; a side
 branch finishing inside a longer kernel takes part of that kernel's charge). With programmatic
@@ -12,7 +12,7 @@ so its own duration overstates its work; the charge does not.
 
 Usage: tools/kernel_timeline.py TRACE.csv [--min-kernels 100] [--sequence N] [--all]
   --sequence N: also list the step's first N kernels in end order (start, end, charge).
-  --all: the per-kernel table for every step, not only the last of each kernel count.
+  --all: the per-kernel table for every step, not only the median one of each kernel count.
 """
 import argparse
 import collections
@@ -66,6 +66,10 @@ def load(path):
     return steps
 
 
+def span_ns(kernels):
+    return max(k["end"] for k in kernels) - min(k["start"] for k in kernels)
+
+
 def busy_ns(kernels):
     total, cur_start, cur_end = 0, None, None
     for k in sorted(kernels, key=lambda k: k["start"]):
@@ -79,12 +83,10 @@ def busy_ns(kernels):
 
 
 def charges(kernels):
-    by_end = sorted(kernels, key=lambda k: k["end"])
-    first_start = min(k["start"] for k in kernels)
-    prev = first_start
+    prev = min(k["start"] for k in kernels)
     out = []
-    for k in by_end:
-        out.append((k, k["end"] - max(prev, first_start)))
+    for k in sorted(kernels, key=lambda k: k["end"]):
+        out.append((k, k["end"] - prev))
         prev = k["end"]
     return out
 
@@ -102,16 +104,17 @@ def main():
         sys.exit(f"{a.trace}: no launch with {a.min_kernels} kernels or more")
     print(f"{'launch':>8} {'kernels':>8} {'span us':>9} {'busy us':>9} {'idle us':>8} {'streams':>8}")
     for launch, ks in big:
-        span = max(k["end"] for k in ks) - min(k["start"] for k in ks)
-        busy = busy_ns(ks)
+        span, busy = span_ns(ks), busy_ns(ks)
         print(f"{launch:>8} {len(ks):>8} {span / 1e3:>9.1f} {busy / 1e3:>9.1f} {(span - busy) / 1e3:>8.1f} "
               f"{len({k['stream'] for k in ks}):>8}")
-    last_of_count = {}
+    by_count = collections.defaultdict(list)
     for launch, ks in big:
-        last_of_count[len(ks)] = (launch, ks)
-    chosen = big if a.all else sorted(last_of_count.values())
+        by_count[len(ks)].append((span_ns(ks), launch, ks))
+    # each kernel count's median-span step (a bench's reported step is the median one)
+    chosen = big if a.all else sorted((launch, ks) for steps in by_count.values()
+                                      for _, launch, ks in [sorted(steps, key=lambda s: s[0])[len(steps) // 2]])
     for launch, ks in chosen:
-        span = max(k["end"] for k in ks) - min(k["start"] for k in ks)
+        span = span_ns(ks)
         charged = collections.defaultdict(lambda: [0, 0, 0])  # count, charge ns, duration ns
         for k, c in charges(ks):
             e = charged[k["name"]]

@@ -2,7 +2,7 @@
 # For the GPU machine: a decode step's kernel timeline. Builds tetra and the CUPTI tracer
 # (bench/kernel_trace.cpp) in build-gpu/, runs `tetra bench --synthetic` once with the tracer
 # injected and once without (the tracer's cost on the step time is the difference), and prints
-# tools/kernel_timeline.py's tables for the traced graph launches: the last step of each batch.
+# tools/kernel_timeline.py's tables for the traced graph launches: the median step of each batch.
 # Output under $OUT (or /tmp/tetra-trace): trace.csv.gz, traced.log, plain.log, timeline.txt.
 # Usage: tools/trace_decode.sh [bench arguments...]
 #   (default: --synthetic v4-flash --layers 20 --batch 1 32 --context 4096 --steps 3)
