@@ -270,6 +270,21 @@ __device__ void gather_mixes(const float* partial, int64_t r, int64_t slices, in
   __syncthreads();
 }
 
+// Σ_i pre[i]·x[i] of one quad of columns, in stream order (every path below: the same bits).
+template <int MaxHc>
+__device__ __forceinline__ float4 mixed_quad(const float4 (&x)[MaxHc], const float* pre, int hc) {
+  float4 s = make_float4(0, 0, 0, 0);
+#pragma unroll
+  for (int i = 0; i < MaxHc; ++i)
+    if (i < hc) {
+      s.x += pre[i] * x[i].x;
+      s.y += pre[i] * x[i].y;
+      s.z += pre[i] * x[i].z;
+      s.w += pre[i] * x[i].w;
+    }
+  return s;
+}
+
 // staged[k] = Σ_i pre[i]·h[r, i, k] for the row's columns, by `threads` threads (this one is
 // `thread` among them). Four columns a thread where the row allows 16-byte loads: the scalar loop
 // kept ~4 loads in flight a thread and its FMAs waited on them (long scoreboard 68% of stalls at
@@ -286,16 +301,7 @@ __device__ void mix_streams(const float* v, const float* pre, int hc, int64_t di
 #pragma unroll
       for (int i = 0; i < kMaxHc; ++i)
         if (i < hc) x[i] = v4[i * dim4 + k];
-      float4 s = make_float4(0, 0, 0, 0);
-#pragma unroll
-      for (int i = 0; i < kMaxHc; ++i)
-        if (i < hc) {
-          s.x += pre[i] * x[i].x;
-          s.y += pre[i] * x[i].y;
-          s.z += pre[i] * x[i].z;
-          s.w += pre[i] * x[i].w;
-        }
-      staged4[k] = s;
+      staged4[k] = mixed_quad(x, pre, hc);
     }
     return;
   }
@@ -304,6 +310,45 @@ __device__ void mix_streams(const float* v, const float* pre, int hc, int64_t di
     float s = 0;
     for (int i = 0; i < hc; ++i) s += pre[i] * v[i * dim + k];
     staged[k] = s;
+  }
+}
+
+// A finishing block's streams of one row, requested before the pre weights that mix them are
+// known, so their round trip overlaps gather_mixes' (the decode step's finish kernels ran ~4 µs,
+// two dependent L2 round trips among it): the thread's quads of columns k = thread + j·threads,
+// where the row takes 16-byte loads and every quad fits kPreloadQuads a thread; `ready` false
+// otherwise (mix_streams then loads them after).
+constexpr int kPreloadQuads = 1;
+struct PreloadedStreams {
+  float4 x[kPreloadQuads][kMaxHc];
+  bool ready = false;
+};
+__device__ PreloadedStreams preload_streams(const float* v, int hc, int64_t dim) {
+  PreloadedStreams s;
+  const int64_t dim4 = dim / 4;
+  s.ready = dim % 4 == 0 && reinterpret_cast<uintptr_t>(v) % 16 == 0 && dim4 <= int64_t(kPreloadQuads) * blockDim.x;
+  if (!s.ready) return s;
+  const float4* v4 = reinterpret_cast<const float4*>(v);
+#pragma unroll
+  for (int j = 0; j < kPreloadQuads; ++j) {
+    const int64_t k = threadIdx.x + int64_t(j) * blockDim.x;
+#pragma unroll
+    for (int i = 0; i < kMaxHc; ++i) s.x[j][i] = i < hc && k < dim4 ? v4[i * dim4 + k] : make_float4(0, 0, 0, 0);
+  }
+  return s;
+}
+// mix_streams over the whole block, from the preloaded quads where there are.
+__device__ void mix_preloaded_streams(const PreloadedStreams& s, const float* v, const float* pre, int hc, int64_t dim,
+                                      float* staged) {
+  if (!s.ready) {
+    mix_streams(v, pre, hc, dim, threadIdx.x, blockDim.x, staged);
+    return;
+  }
+  float4* staged4 = reinterpret_cast<float4*>(staged);
+#pragma unroll
+  for (int j = 0; j < kPreloadQuads; ++j) {
+    const int64_t k = threadIdx.x + int64_t(j) * blockDim.x;
+    if (k < dim / 4) staged4[k] = mixed_quad(s.x[j], pre, hc);
   }
 }
 
@@ -363,6 +408,7 @@ __global__ void __launch_bounds__(kFewRowsThreads)
   __shared__ float pre[HC];
   extern __shared__ __align__(16) float staged[];
   const int64_t r = blockIdx.x, flat = HC * p.dim;
+  const PreloadedStreams streams = preload_streams(h + r * flat, HC, p.dim);
   gather_mixes(partial, r, slices, (2 + HC) * HC, flat, p.norm_eps, mixes);
   if (t < HC) {
     pre[t] = sigmoid(mixes[t] * pre_scale + pre_base) + p.hc_eps;
@@ -370,7 +416,7 @@ __global__ void __launch_bounds__(kFewRowsThreads)
   }
   if (t < HC * HC) comb[r * HC * HC + t] = mixes[2 * HC + t] * comb_scale + comb_base;
   __syncthreads();
-  mix_streams(h + r * flat, pre, HC, p.dim, t, blockDim.x, staged);
+  mix_preloaded_streams(streams, h + r * flat, pre, HC, p.dim, staged);
   store_normalized(staged, norm, norm_first, p.dim, p.norm_eps, x + r * p.dim);
 }
 
@@ -427,10 +473,11 @@ __global__ void __launch_bounds__(kFewRowsThreads)
   __shared__ float pre[kMaxHc];
   extern __shared__ __align__(16) float staged[];
   const int64_t r = blockIdx.x, flat = p.hc * p.dim;
+  const PreloadedStreams streams = preload_streams(h + r * flat, hc, p.dim);
   gather_mixes(partial, r, slices, hc, flat, p.norm_eps, mixes);
   if (int(threadIdx.x) < hc) pre[threadIdx.x] = sigmoid(mixes[threadIdx.x] * pre_scale + pre_base) + p.hc_eps;
   __syncthreads();
-  mix_streams(h + r * flat, pre, hc, p.dim, threadIdx.x, blockDim.x, staged);
+  mix_preloaded_streams(streams, h + r * flat, pre, hc, p.dim, staged);
   store_normalized(staged, norm, norm_first, p.dim, p.norm_eps, x + r * p.dim);
 }
 
