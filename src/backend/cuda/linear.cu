@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_rows.cuh"
 #include "backend/cuda/row_dot.cuh"
+#include "backend/cuda/staged_columns.cuh"
 #include "backend/cuda/swiglu.cuh"
 
 namespace tetra::cuda {
@@ -97,7 +98,19 @@ MmaSplit mma_split(const WeightRef& w, int64_t groups, int split_k) {
 }
 
 template <bool Gated>
-constexpr int kRowTileRows = Gated ? 16 : 32;  // output rows of a row tile (of each matrix when gated)
+constexpr int kRowTileRows = Gated ? 16 : 32;
+
+// Dynamic shared memory of a block of mma_block<F, NT, P, Gated>: split_k_sum's (warps - 1) sets of
+// sums, then (staged columns) a slab a warp.
+__host__ __device__ constexpr int64_t reduction_floats(int warps, int nt) {
+  return int64_t(warps - 1) * kMmaTiles * nt * 4 * 32;
+}
+template <WeightFormat F, int NT, int P, bool Gated>
+size_t mma_shared_bytes(int warps) {
+  const size_t reduction = size_t(reduction_floats(warps, NT)) * sizeof(float);
+  if constexpr (kStagedColumns<F, NT, P, Gated>) return reduction + size_t(warps) * slab_bytes<NT>();
+  else return reduction;
+}  // output rows of a row tile (of each matrix when gated)
 
 // Gated: y = swiglu(x·waᵀ, x·wbᵀ) clamped at limit (the shared expert's w1 and w3): a row tile is
 // 16 rows of each matrix, m-tile 0 of wa and m-tile 1 of wb, with the chunk split of wa alone, so
@@ -122,11 +135,17 @@ __device__ __forceinline__ void mma_block(const WeightRef& w, const WeightRef& w
   const int s_begin = chunks * split / splits, span = chunks * (split + 1) / splits - s_begin;
   const int c_begin = s_begin + span * warp / warps, c_end = s_begin + span * (warp + 1) / warps;
   allow_next_kernel();
-  const float* columns[NT];
-  strided_columns<NT, P>(x + t0 * x_stride + group * w.in, x_stride, tokens, columns);
+  const float* xt = x + t0 * x_stride + group * w.in;
   float acc[kMmaTiles][NT][4];
   // the weights are immutable: their first loads go out before the wait for the kernel ahead
-  warp_mma_rows<F, NT, P, Gated, true>(w, Gated ? wb : w, o0, end, columns, c_begin, c_end, acc);
+  if constexpr (kStagedColumns<F, NT, P, Gated>) {
+    uint2* slabs = reinterpret_cast<uint2*>(red + reduction_floats(warps, NT));
+    warp_staged_rows<NT>(w, o0, end, xt, x_stride, tokens, c_begin, c_end, slabs + warp * kSlabEntries<NT>, acc);
+  } else {
+    const float* columns[NT];
+    strided_columns<NT, P>(xt, x_stride, tokens, columns);
+    warp_mma_rows<F, NT, P, Gated, true>(w, Gated ? wb : w, o0, end, columns, c_begin, c_end, acc);
+  }
   split_k_sum<NT>(acc, red);
   if (splits > 1) {  // the cluster of this row tile's blocks: block 0 adds the others' sums in order
     __shared__ float cluster_sums[kMmaTiles * NT * 4 * 32];
@@ -224,7 +243,6 @@ __global__ void __launch_bounds__(max_split(NT) * 32, NT == 1 ? 2 : 1)
                              blockIdx.x - set.first_tile[i] * blocks_per_tile, 0);
 }
 
-size_t reduction_bytes(int warps, int nt) { return size_t(warps - 1) * kMmaTiles * nt * 4 * 32 * sizeof(float); }
 
 // The grid of linear_mma_kernel<F, NT, P, Gated> for n tokens: x blocks (row tiles × splits ×
 // token passes), groups, warps a block, blocks per cluster, dynamic shared memory.
@@ -233,7 +251,7 @@ struct MmaGrid {
   int warps = 0, cluster = 1;
   size_t shared = 0;
 };
-template <int NT, int P, bool Gated>
+template <WeightFormat F, int NT, int P, bool Gated>
 MmaGrid mma_grid(const WeightRef& w, int64_t n, int64_t groups, int split_k) {
   const int64_t per_group = w.out / groups;
   const int64_t row_tiles = (per_group + kRowTileRows<Gated> - 1) / kRowTileRows<Gated>;
@@ -244,14 +262,14 @@ MmaGrid mma_grid(const WeightRef& w, int64_t n, int64_t groups, int split_k) {
   // all but the first find the tile's weights in L2: the f32 head at 64 rows read its 1 GB once
   // per pass (4 passes of 21 tokens) when the pass was the slowest grid index.
   return {unsigned(row_tiles * split.blocks * passes), unsigned(groups), split.warps, split.blocks,
-          reduction_bytes(split.warps, NT)};
+          mma_shared_bytes<F, NT, P, Gated>(split.warps)};
 }
 
 // wb: the second matrix of a gated call (Gated), else unused.
 template <WeightFormat F, int NT, int P, bool Gated = false>
 void launch_mma(const WeightRef& w, const WeightRef& wb, float limit, const float* x, int64_t n, int64_t groups,
                 int split_k, float* y, cudaStream_t stream) {
-  const MmaGrid grid = mma_grid<NT, P, Gated>(w, n, groups, split_k);
+  const MmaGrid grid = mma_grid<F, NT, P, Gated>(w, n, groups, split_k);
   launch_early_clustered(linear_mma_kernel<F, NT, P, Gated>, dim3(grid.x, 1, grid.groups), dim3(grid.warps * 32),
                          unsigned(grid.cluster), grid.shared, stream, w, wb, limit, x, n, w.out / groups,
                          groups * w.in, mma_chunks(F, w.in), grid.cluster, y);
@@ -314,7 +332,7 @@ LinearGrid linear_grid(const WeightRef& w, int64_t n, int64_t groups, bool round
   with_format(w.format, [&](auto f) {
     with_token_tile(n, round_input_to_bf16, [&](auto nt, auto p) {
       constexpr int NT = decltype(nt)::value, P = decltype(p)::value;
-      const MmaGrid grid = mma_grid<NT, P, false>(w, n, groups, 0);
+      const MmaGrid grid = mma_grid<decltype(f)::value, NT, P, false>(w, n, groups, 0);
       g.blocks = int64_t(grid.x) * grid.groups;
       g.warps = grid.warps;
       const auto kernel = linear_mma_kernel<decltype(f)::value, NT, P, false>;
@@ -348,7 +366,7 @@ bool linears(const WeightRef* w, float* const* y, int count, const float* x, int
   with_format(all.format, [&](auto f) {
     with_token_tile(n, round_input_to_bf16, [&](auto nt, auto p) {
       constexpr int NT = decltype(nt)::value, P = decltype(p)::value;
-      const MmaGrid grid = mma_grid<NT, P, false>(all, n, 1, 0);
+      const MmaGrid grid = mma_grid<decltype(f)::value, NT, P, false>(all, n, 1, 0);
       const auto kernel = linear_set_kernel<decltype(f)::value, NT, P>;
       launch_early_clustered(kernel, dim3(grid.x), dim3(grid.warps * 32), unsigned(grid.cluster), grid.shared, stream,
                              set, x, n, mma_chunks(all.format, all.in), grid.cluster);
