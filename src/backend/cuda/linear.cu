@@ -98,7 +98,7 @@ MmaSplit mma_split(const WeightRef& w, int64_t groups, int split_k) {
 }
 
 template <bool Gated>
-constexpr int kRowTileRows = Gated ? 16 : 32;
+constexpr int kRowTileRows = Gated ? 16 : 32;  // output rows of a row tile (of each matrix when gated)
 
 // Dynamic shared memory of a block of mma_block<F, NT, P, Gated>: split_k_sum's (warps - 1) sets of
 // sums, then (staged columns) a slab a warp.
@@ -110,7 +110,7 @@ size_t mma_shared_bytes(int warps) {
   const size_t reduction = size_t(reduction_floats(warps, NT)) * sizeof(float);
   if constexpr (kStagedColumns<F, NT, P, Gated>) return reduction + size_t(warps) * slab_bytes<NT>();
   else return reduction;
-}  // output rows of a row tile (of each matrix when gated)
+}
 
 // Gated: y = swiglu(x·waᵀ, x·wbᵀ) clamped at limit (the shared expert's w1 and w3): a row tile is
 // 16 rows of each matrix, m-tile 0 of wa and m-tile 1 of wb, with the chunk split of wa alone, so
@@ -242,7 +242,6 @@ __global__ void __launch_bounds__(max_split(NT) * 32, NT == 1 ? 2 : 1)
   mma_block<F, NT, P, false>(w, w, 0, x, n, w.out, w.in, chunks, splits, set.y[i],
                              blockIdx.x - set.first_tile[i] * blocks_per_tile, 0);
 }
-
 
 // The grid of linear_mma_kernel<F, NT, P, Gated> for n tokens: x blocks (row tiles × splits ×
 // token passes), groups, warps a block, blocks per cluster, dynamic shared memory.
