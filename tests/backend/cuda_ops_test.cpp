@@ -512,38 +512,42 @@ TEST_F(CudaOps, LinearsInOneLaunch) {
 // f32 inputs to bf16 rows (the head, the router) as three bf16 parts: every token count gives
 // each row the bits it has alone (from 9 tokens on the activations' parts are staged in shared
 // memory, staged_columns.cuh; up to 8 each lane splits its own), within f32 rounding of the exact
-// sums. Rows that end in a partial chunk and a partial row tile, several blocks a tile.
+// sums. Rows that end in a partial chunk and a partial row tile; 1000 rows split each row tile
+// over a cluster of blocks, 4200 take two row tiles a warp.
 TEST_F(CudaOps, F32InputRowsDoNotDependOnTheTokenCount) {
-  const int64_t out = 1000, in = 4104, most = 45;
-  std::vector<uint16_t> codes(size_t(out * in));
-  const std::vector<float> values = random_values(codes.size(), rng);
-  for (size_t i = 0; i < codes.size(); ++i) codes[i] = f32_to_bf16(values[i]);
-  cuda::DeviceBuffer weight(codes.size() * 2), xd(size_t(most * in) * sizeof(float)), yd(size_t(most * out) * sizeof(float));
-  ASSERT_EQ(cudaMemcpy(weight.get(), codes.data(), codes.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  const cuda::WeightRef w{.format = WeightFormat::dense, .weight_dtype = DType::bf16, .scale_dtype = DType::f32,
-                          .weight = weight.get(), .out = out, .in = in};
+  const int64_t in = 4104, most = 45;
   const std::vector<float> x = random_values(size_t(most * in), rng);
+  cuda::DeviceBuffer xd(x.size() * sizeof(float));
   ASSERT_EQ(cudaMemcpy(xd.get(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
-  auto run = [&](int64_t first, int64_t n) {
-    cuda::linear(w, xd.get<float>() + first * in, n, 1, false, yd.get<float>(), nullptr);
-    std::vector<float> y(size_t(n * out));
-    EXPECT_EQ(cudaMemcpy(y.data(), yd.get(), y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-    return y;
-  };
-  std::vector<float> alone, exact(size_t(most * out));
-  for (int64_t t = 0; t < most; ++t) {
-    const std::vector<float> y = run(t, 1);
-    alone.insert(alone.end(), y.begin(), y.end());
-    for (int64_t o = 0; o < out; ++o) {
-      double s = 0;
-      for (int64_t k = 0; k < in; ++k) s += double(bf16_to_f32(codes[size_t(o * in + k)])) * x[size_t(t * in + k)];
-      exact[size_t(t * out + o)] = float(s);
+  for (const int64_t out : {1000, 4200}) {
+    std::vector<uint16_t> codes(size_t(out * in));
+    const std::vector<float> values = random_values(codes.size(), rng);
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = f32_to_bf16(values[i]);
+    cuda::DeviceBuffer weight(codes.size() * 2), yd(size_t(most * out) * sizeof(float));
+    ASSERT_EQ(cudaMemcpy(weight.get(), codes.data(), codes.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    const cuda::WeightRef w{.format = WeightFormat::dense, .weight_dtype = DType::bf16, .scale_dtype = DType::f32,
+                            .weight = weight.get(), .out = out, .in = in};
+    auto run = [&](int64_t first, int64_t n) {
+      cuda::linear(w, xd.get<float>() + first * in, n, 1, false, yd.get<float>(), nullptr);
+      std::vector<float> y(size_t(n * out));
+      EXPECT_EQ(cudaMemcpy(y.data(), yd.get(), y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+      return y;
+    };
+    std::vector<float> alone, exact(size_t(most * out));
+    for (int64_t t = 0; t < most; ++t) {
+      const std::vector<float> y = run(t, 1);
+      alone.insert(alone.end(), y.begin(), y.end());
+      for (int64_t o = 0; o < out; ++o) {
+        double s = 0;
+        for (int64_t k = 0; k < in; ++k) s += double(bf16_to_f32(codes[size_t(o * in + k)])) * x[size_t(t * in + k)];
+        exact[size_t(t * out + o)] = float(s);
+      }
     }
-  }
-  EXPECT_LT(relative_difference(alone, exact), 1e-5);
-  for (const int64_t n : std::vector<int64_t>{2, 8, 9, 21, 22, 32, most}) {
-    const std::vector<float> y = run(0, n);
-    EXPECT_EQ(y, std::vector<float>(alone.begin(), alone.begin() + n * out)) << n << " tokens";
+    EXPECT_LT(relative_difference(alone, exact), 1e-5) << out << " rows";
+    for (const int64_t n : std::vector<int64_t>{2, 8, 9, 21, 22, 32, most}) {
+      const std::vector<float> y = run(0, n);
+      EXPECT_EQ(y, std::vector<float>(alone.begin(), alone.begin() + n * out)) << out << " rows, " << n << " tokens";
+    }
   }
 }
 

@@ -31,10 +31,14 @@ __device__ __forceinline__ void allow_next_kernel() {
 #endif
 }
 
-// Kernels whose dynamic shared memory passes the default 48 KB must opt in to it (per kernel).
+// Kernels whose shared memory, static and dynamic together, passes the default 48 KB must opt in
+// to the dynamic part (per kernel); the launch fails with "invalid argument" otherwise.
 template <typename Kernel>
 void allow_shared_bytes(Kernel kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
+  if (bytes == 0) return;
+  cudaFuncAttributes attributes{};
+  TETRA_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  if (bytes + attributes.sharedSizeBytes > 48 * 1024)
     TETRA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 

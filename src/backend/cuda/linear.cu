@@ -108,8 +108,51 @@ __host__ __device__ constexpr int64_t reduction_floats(int warps, int nt) {
 template <WeightFormat F, int NT, int P, bool Gated>
 size_t mma_shared_bytes(int warps) {
   const size_t reduction = size_t(reduction_floats(warps, NT)) * sizeof(float);
-  if constexpr (kStagedColumns<F, NT, P, Gated>) return reduction + size_t(warps) * slab_bytes<NT>();
+  if constexpr (kStagedColumns<F, NT, P, Gated>) return reduction + size_t(warps) * slab_bytes<NT, kMmaTiles>();
   else return reduction;
+}
+
+// Warp 0's sums of a row tile (rows o0 .., of at most `end`; tokens t0 .. t0 + tokens) into y,
+// rows `out` apart: a token's part columns added in order; gated, swiglu of the two matrices'.
+template <int NT, int P, bool Gated>
+__device__ __forceinline__ void store_tile(const float (&acc)[kMmaTiles][NT][4], int64_t out, float limit, int64_t o0,
+                                           int64_t end, int64_t t0, int tokens, float* y) {
+  constexpr int kTileRows = kRowTileRows<Gated>;
+  const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
+  if constexpr (P == kPartColumns) {
+    __shared__ float columns[32][8 * NT + 1];
+    __syncwarp();  // the warp's reads of an earlier tile are done
+#pragma unroll
+    for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) columns[16 * r + g + 8 * (i / 2)][8 * j + 2 * t + i % 2] = acc[r][j][i];
+    __syncwarp();
+    auto sum = [&](int row, int token) {
+      return columns[row][3 * token] + columns[row][3 * token + 1] + columns[row][3 * token + 2];
+    };
+    for (int e = lane; e < kTileRows * tokens; e += 32) {
+      const int row = e % kTileRows, token = e / kTileRows;
+      const int64_t o = o0 + row;
+      if (o >= end) continue;
+      if constexpr (Gated) y[(t0 + token) * out + o] = clamped_swiglu(sum(row, token), sum(16 + row, token), limit);
+      else y[(t0 + token) * out + o] = sum(row, token);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < (Gated ? 1 : kMmaTiles); ++r)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int64_t o = o0 + 16 * r + g + 8 * (i / 2);
+          const int token = 8 * j + 2 * t + i % 2;
+          if (o >= end || token >= tokens) continue;
+          if constexpr (Gated) y[(t0 + token) * out + o] = clamped_swiglu(acc[0][j][i], acc[1][j][i], limit);
+          else y[(t0 + token) * out + o] = acc[r][j][i];
+        }
+  }
 }
 
 // Gated: y = swiglu(x·waᵀ, x·wbᵀ) clamped at limit (the shared expert's w1 and w3): a row tile is
@@ -140,7 +183,8 @@ __device__ __forceinline__ void mma_block(const WeightRef& w, const WeightRef& w
   // the weights are immutable: their first loads go out before the wait for the kernel ahead
   if constexpr (kStagedColumns<F, NT, P, Gated>) {
     uint2* slabs = reinterpret_cast<uint2*>(red + reduction_floats(warps, NT));
-    warp_staged_rows<NT>(w, o0, end, xt, x_stride, tokens, c_begin, c_end, slabs + warp * kSlabEntries<NT>, acc);
+    warp_staged_rows<NT, kMmaTiles>(w, o0, end, xt, x_stride, tokens, c_begin, c_end,
+                                    slabs + warp * kSlabEntries<NT, kMmaTiles>, acc);
   } else {
     const float* columns[NT];
     strided_columns<NT, P>(xt, x_stride, tokens, columns);
@@ -172,42 +216,7 @@ __device__ __forceinline__ void mma_block(const WeightRef& w, const WeightRef& w
     cluster.sync();  // every block keeps its shared memory until block 0 has read it
     if (split > 0) return;
   }
-  if (warp != 0) return;
-  float* out = y;
-  const int g = lane / 4, t = lane % 4;
-  if constexpr (P == kPartColumns) {  // a token's output: its three part columns, added in order
-    __shared__ float columns[32][8 * NT + 1];
-#pragma unroll
-    for (int r = 0; r < kMmaTiles; ++r)
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) columns[16 * r + g + 8 * (i / 2)][8 * j + 2 * t + i % 2] = acc[r][j][i];
-    __syncwarp();
-    auto sum = [&](int row, int token) {
-      return columns[row][3 * token] + columns[row][3 * token + 1] + columns[row][3 * token + 2];
-    };
-    for (int e = lane; e < kTileRows * tokens; e += 32) {
-      const int row = e % kTileRows, token = e / kTileRows;
-      const int64_t o = o0 + row;
-      if (o >= end) continue;
-      if constexpr (Gated) out[(t0 + token) * w.out + o] = clamped_swiglu(sum(row, token), sum(16 + row, token), limit);
-      else out[(t0 + token) * w.out + o] = sum(row, token);
-    }
-  } else {
-#pragma unroll
-    for (int r = 0; r < (Gated ? 1 : kMmaTiles); ++r)
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int64_t o = o0 + 16 * r + g + 8 * (i / 2);
-          const int token = 8 * j + 2 * t + i % 2;
-          if (o >= end || token >= tokens) continue;
-          if constexpr (Gated) out[(t0 + token) * w.out + o] = clamped_swiglu(acc[0][j][i], acc[1][j][i], limit);
-          else out[(t0 + token) * w.out + o] = acc[r][j][i];
-        }
-  }
+  if (warp == 0) store_tile<NT, P, Gated>(acc, w.out, limit, o0, end, t0, tokens, y);
 }
 
 // At one token tile (decode) ~2048 warps are 16 an SM of the H200: at most 128 registers a thread
@@ -243,6 +252,42 @@ __global__ void __launch_bounds__(max_split(NT) * 32, NT == 1 ? 2 : 1)
                              blockIdx.x - set.first_tile[i] * blocks_per_tile, 0);
 }
 
+// The staged part columns (staged_columns.cuh) where a row tile's blocks need no cluster (the
+// head): each warp holds the m-tiles of kStagedTiles row tiles, so each split of an activation
+// and each read of x serve that many times the rows. Its warps split the chunks as mma_block's
+// (the matrix's split), so every row gets the same bits.
+constexpr int kStagedTiles = 2;
+template <int NT>
+__global__ void __launch_bounds__(max_split(NT) * 32, 1)
+    linear_staged_kernel(WeightRef w, const float* x, int64_t n, int64_t per_group, int64_t x_stride, int chunks,
+                         float* y) {
+  extern __shared__ __align__(16) float red[];
+  constexpr int M = kStagedTiles * kMmaTiles, kTokens = tokens_per_tile<kPartColumns>(NT);
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32;
+  const int64_t group = blockIdx.z, end = (group + 1) * per_group;
+  const int64_t passes = (n + kTokens - 1) / kTokens, pass = blockIdx.x % passes;
+  const int64_t o0 = group * per_group + blockIdx.x / passes * (kStagedTiles * 32), t0 = pass * kTokens;
+  const int tokens = int(min(int64_t(kTokens), n - t0));
+  allow_next_kernel();
+  float acc[M][NT][4];
+  uint2* slabs = reinterpret_cast<uint2*>(red + reduction_floats(warps, NT));
+  warp_staged_rows<NT, M>(w, o0, end, x + t0 * x_stride + group * w.in, x_stride, tokens, chunks * warp / warps,
+                          chunks * (warp + 1) / warps, slabs + warp * kSlabEntries<NT, M>, acc);
+#pragma unroll
+  for (int tile = 0; tile < kStagedTiles; ++tile) {
+    float sums[kMmaTiles][NT][4];
+#pragma unroll
+    for (int r = 0; r < kMmaTiles; ++r)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) sums[r][j][i] = acc[kMmaTiles * tile + r][j][i];
+    if (tile > 0) __syncthreads();  // warp 0 has read the previous tile's sums
+    split_k_sum<NT>(sums, red);
+    if (warp == 0) store_tile<NT, kPartColumns, false>(sums, w.out, 0, o0 + 32 * tile, end, t0, tokens, y);
+  }
+}
+
 // The grid of linear_mma_kernel<F, NT, P, Gated> for n tokens: x blocks (row tiles × splits ×
 // token passes), groups, warps a block, blocks per cluster, dynamic shared memory.
 struct MmaGrid {
@@ -264,11 +309,28 @@ MmaGrid mma_grid(const WeightRef& w, int64_t n, int64_t groups, int split_k) {
           mma_shared_bytes<F, NT, P, Gated>(split.warps)};
 }
 
+// linear_staged_kernel<NT>'s grid where linear_mma_kernel's would be `mma` (no cluster): the
+// same warps, kStagedTiles row tiles a block.
+template <int NT>
+MmaGrid staged_grid(const MmaGrid& mma, const WeightRef& w, int64_t n, int64_t groups) {
+  constexpr int M = kStagedTiles * kMmaTiles, kTokens = tokens_per_tile<kPartColumns>(NT);
+  const int64_t row_tiles = (w.out / groups + 31) / 32, passes = (n + kTokens - 1) / kTokens;
+  const size_t shared = size_t(reduction_floats(mma.warps, NT)) * sizeof(float) + size_t(mma.warps) * slab_bytes<NT, M>();
+  return {unsigned((row_tiles + kStagedTiles - 1) / kStagedTiles * passes), mma.groups, mma.warps, 1, shared};
+}
+
 // wb: the second matrix of a gated call (Gated), else unused.
 template <WeightFormat F, int NT, int P, bool Gated = false>
 void launch_mma(const WeightRef& w, const WeightRef& wb, float limit, const float* x, int64_t n, int64_t groups,
                 int split_k, float* y, cudaStream_t stream) {
   const MmaGrid grid = mma_grid<F, NT, P, Gated>(w, n, groups, split_k);
+  if constexpr (kStagedColumns<F, NT, P, Gated>)
+    if (grid.cluster == 1) {
+      const MmaGrid staged = staged_grid<NT>(grid, w, n, groups);
+      launch_early(linear_staged_kernel<NT>, dim3(staged.x, 1, staged.groups), dim3(staged.warps * 32), staged.shared,
+                   stream, w, x, n, w.out / groups, groups * w.in, mma_chunks(F, w.in), y);
+      return;
+    }
   launch_early_clustered(linear_mma_kernel<F, NT, P, Gated>, dim3(grid.x, 1, grid.groups), dim3(grid.warps * 32),
                          unsigned(grid.cluster), grid.shared, stream, w, wb, limit, x, n, w.out / groups,
                          groups * w.in, mma_chunks(F, w.in), grid.cluster, y);
@@ -331,13 +393,17 @@ LinearGrid linear_grid(const WeightRef& w, int64_t n, int64_t groups, bool round
   with_format(w.format, [&](auto f) {
     with_token_tile(n, round_input_to_bf16, [&](auto nt, auto p) {
       constexpr int NT = decltype(nt)::value, P = decltype(p)::value;
-      const MmaGrid grid = mma_grid<decltype(f)::value, NT, P, false>(w, n, groups, 0);
-      g.blocks = int64_t(grid.x) * grid.groups;
-      g.warps = grid.warps;
-      const auto kernel = linear_mma_kernel<decltype(f)::value, NT, P, false>;
-      allow_shared_bytes(kernel, grid.shared);
-      TETRA_CUDA_CHECK(
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.blocks_per_sm, kernel, grid.warps * 32, grid.shared));
+      constexpr WeightFormat F = decltype(f)::value;
+      const MmaGrid grid = mma_grid<F, NT, P, false>(w, n, groups, 0);
+      auto report = [&](auto kernel, const MmaGrid& run) {
+        g.blocks = int64_t(run.x) * run.groups;
+        g.warps = run.warps;
+        allow_shared_bytes(kernel, run.shared);
+        TETRA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.blocks_per_sm, kernel, run.warps * 32, run.shared));
+      };
+      if constexpr (kStagedColumns<F, NT, P, false>)
+        if (grid.cluster == 1) return report(linear_staged_kernel<NT>, staged_grid<NT>(grid, w, n, groups));
+      report(linear_mma_kernel<F, NT, P, false>, grid);
     });
   });
   return g;

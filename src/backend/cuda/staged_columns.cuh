@@ -20,34 +20,36 @@ namespace tetra::cuda {
 template <WeightFormat F, int NT, int P, bool Gated>
 constexpr bool kStagedColumns = F == WeightFormat::dense && P == kPartColumns && NT == 8 && !Gated;
 
-// Chunks (32 bf16 inputs of a row) a warp stages and loads at a time, as warp_mma_rows.
-constexpr int kStagedChunks = kChunksInFlight;
+// Chunks (32 bf16 inputs of a row) a warp stages and loads at a time: two as warp_mma_rows for
+// its two m-tiles; one for four m-tiles, whose accumulators take the registers of the second.
+template <int M>
+constexpr int kSlabChunks = M <= kMmaTiles ? 2 : 1;
 
 // A warp's slab: B fragment (lo, hi) of lane l for chunk u, token tile j, k-step s at
 // ((u·NT + j)·2 + s)·32 + l.
-template <int NT>
-constexpr int kSlabEntries = kStagedChunks * NT * 2 * 32;
-template <int NT>
+template <int NT, int M>
+constexpr int kSlabEntries = kSlabChunks<M> * NT * 2 * 32;
+template <int NT, int M>
 constexpr size_t slab_bytes() {
-  return size_t(kSlabEntries<NT>) * sizeof(uint2);
+  return size_t(kSlabEntries<NT, M>) * sizeof(uint2);
 }
 
-// The parts of the tokens' inputs [k0, k0 + kStagedChunks·32) into the slab: lane (g, t) of tile j
+// The parts of the tokens' inputs [k0, k0 + Chunks·32) into the slab: lane (g, t) of tile j
 // reads, at k-step s of chunk u, part (8j + g) % 3 of token (8j + g) / 3 at inputs
 // k0 + 32u + 8t + 4s + {0, 1} (lo) and {2, 3} (hi), as warp_mma_rows feeds a dense row's segment.
 // Inputs at or past k_end and tokens past `tokens` are zeros. Staging lane (sub, t) = (lane / 4,
 // lane % 4) takes tokens sub, sub + 8, ... at the inputs of fragment lane t, so the 16 lanes of a
 // half-warp store 4 tokens' parts (4 distinct g) at 4 t: 16 distinct banks.
-template <int NT>
+template <int NT, int Chunks>
 __device__ __forceinline__ void stage_part_columns(const float* x, int64_t stride, int tokens, int64_t k0,
                                                    int64_t k_end, uint2* slab) {
   constexpr int kTokens = tokens_per_tile<kPartColumns>(NT), kRounds = (kTokens + 7) / 8;
   const int lane = threadIdx.x & 31, sub = lane / 4, t = lane % 4;
-  float4 v[kRounds][kStagedChunks][2];
+  float4 v[kRounds][Chunks][2];
 #pragma unroll
   for (int m = 0; m < kRounds; ++m)
 #pragma unroll
-    for (int u = 0; u < kStagedChunks; ++u)
+    for (int u = 0; u < Chunks; ++u)
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
         const int token = sub + 8 * m;
@@ -60,7 +62,7 @@ __device__ __forceinline__ void stage_part_columns(const float* x, int64_t strid
     const int token = sub + 8 * m;
     if (token >= kTokens) break;
 #pragma unroll
-    for (int u = 0; u < kStagedChunks; ++u)
+    for (int u = 0; u < Chunks; ++u)
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
         uint32_t lo[3], hi[3];
@@ -75,71 +77,73 @@ __device__ __forceinline__ void stage_part_columns(const float* x, int64_t strid
   }
 }
 
-// acc[r][j] = rows o0 + 16r .. of w · the part columns of tokens [0, tokens) of x (rows `stride`
-// floats apart) over chunks [c_begin, c_end); as warp_mma_rows<dense, NT, kPartColumns, false,
-// true> with strided_columns: the weights' first loads go out before the wait for the kernel ahead.
-// Sums of rows at or past row_end and of columns past the tokens are not defined.
-template <int NT>
+// acc[m][j] = rows o0 + 16m .. of w · the part columns of tokens [0, tokens) of x (rows `stride`
+// floats apart) over chunks [c_begin, c_end): with M = kMmaTiles, warp_mma_rows<dense, NT,
+// kPartColumns, false, true> with strided_columns; with more, the next row tiles' rows by the same
+// steps. The weights' first loads go out before the wait for the kernel ahead. Sums of rows at or
+// past row_end and of columns past the tokens are not defined.
+template <int NT, int M>
 __device__ __forceinline__ void warp_staged_rows(const WeightRef& w, int64_t o0, int64_t row_end, const float* x,
                                                  int64_t stride, int tokens, int c_begin, int c_end, uint2* slab,
-                                                 float (&acc)[kMmaTiles][NT][4]) {
+                                                 float (&acc)[M][NT][4]) {
+  constexpr int kChunks = kSlabChunks<M>;
   const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
   const int64_t in = w.in;
-  const uint8_t* rows[kMmaTiles][2];
+  const uint8_t* rows[M][2];
 #pragma unroll
-  for (int r = 0; r < kMmaTiles; ++r)
+  for (int m = 0; m < M; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t o = o0 + 16 * r + g + 8 * h;
-      rows[r][h] = o < row_end ? static_cast<const uint8_t*>(w.weight) + o * 2 * in : nullptr;
+      const int64_t o = o0 + 16 * m + g + 8 * h;
+      rows[m][h] = o < row_end ? static_cast<const uint8_t*>(w.weight) + o * 2 * in : nullptr;
     }
 #pragma unroll
-  for (int r = 0; r < kMmaTiles; ++r)
+  for (int m = 0; m < M; ++m)
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[r][j][i] = 0;
+      for (int i = 0; i < 4; ++i) acc[m][j][i] = 0;
   const int tiles = (3 * tokens + 7) / 8;  // token tiles holding a part column
   const int64_t k_end = min(in, int64_t(c_end) * 32);
   bool waited = false;
-  for (int c0 = c_begin; c0 < c_end; c0 += kStagedChunks) {
-    uint4 raw[kStagedChunks][kMmaTiles][2];
+  for (int c0 = c_begin; c0 < c_end; c0 += kChunks) {
+    uint4 raw[kChunks][M][2];
 #pragma unroll
-    for (int u = 0; u < kStagedChunks; ++u) {
+    for (int u = 0; u < kChunks; ++u) {
       const int64_t k = int64_t(c0 + u) * 32 + 8 * t;
 #pragma unroll
-      for (int r = 0; r < kMmaTiles; ++r)
+      for (int m = 0; m < M; ++m)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          raw[u][r][h] = c0 + u < c_end && k < in && rows[r][h] ? load_streaming(rows[r][h] + 2 * k) : make_uint4(0, 0, 0, 0);
+          raw[u][m][h] = c0 + u < c_end && k < in && rows[m][h] ? load_streaming(rows[m][h] + 2 * k) : make_uint4(0, 0, 0, 0);
     }
     if (!waited) {
       wait_for_inputs();
       waited = true;
     }
     __syncwarp();  // every lane has read the previous slab
-    stage_part_columns<NT>(x, stride, tokens, int64_t(c0) * 32, k_end, slab);
+    stage_part_columns<NT, kChunks>(x, stride, tokens, int64_t(c0) * 32, k_end, slab);
     __syncwarp();
 #pragma unroll
-    for (int u = 0; u < kStagedChunks; ++u) {
+    for (int u = 0; u < kChunks; ++u) {
       if (c0 + u >= c_end) break;
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
-        uint32_t a[kMmaTiles][4];
+        uint32_t a[M][4];
 #pragma unroll
-        for (int r = 0; r < kMmaTiles; ++r) {
-          const uint2 p0 = code_pairs<WeightFormat::dense>(raw[u][r][0], s), p1 = code_pairs<WeightFormat::dense>(raw[u][r][1], s);
-          a[r][0] = p0.x;
-          a[r][1] = p1.x;
-          a[r][2] = p0.y;
-          a[r][3] = p1.y;
+        for (int m = 0; m < M; ++m) {
+          const uint2 p0 = code_pairs<WeightFormat::dense>(raw[u][m][0], s), p1 = code_pairs<WeightFormat::dense>(raw[u][m][1], s);
+          a[m][0] = p0.x;
+          a[m][1] = p1.x;
+          a[m][2] = p0.y;
+          a[m][3] = p1.y;
         }
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
           if (j >= tiles) break;
           const uint2 b = slab[((u * NT + j) * 2 + s) * 32 + lane];
 #pragma unroll
-          for (int r = 0; r < kMmaTiles; ++r) mma_bf16(acc[r][j], a[r], b.x, b.y);
+          for (int m = 0; m < M; ++m) mma_bf16(acc[m][j], a[m], b.x, b.y);
         }
       }
     }
