@@ -10,9 +10,12 @@ branch finishing inside a longer kernel takes part of that kernel's charge). Wit
 dependent launch a kernel starts before the one ahead ends (it waits in griddepcontrol.wait),
 so its own duration overstates its work; the charge does not.
 
-Usage: tools/kernel_timeline.py TRACE.csv [--min-kernels 100] [--sequence N] [--all]
+Usage: tools/kernel_timeline.py TRACE.csv [--min-kernels 100] [--sequence N] [--all] [--eager-gap-us G]
   --sequence N: also list the step's first N kernels in end order (start, end, charge).
   --all: the per-kernel table for every step, not only the median one of each kernel count.
+  --eager-gap-us G: instead, the last run of kernels launched one per API call (not in a graph)
+      that no idle gap of G us or more interrupts: a prefill, when the traced bench's last work
+      is one (`tetra bench --prefill P` without --batch).
 """
 import argparse
 import collections
@@ -91,14 +94,54 @@ def charges(kernels):
     return out
 
 
+def last_eager_run(steps, gap_ns):
+    """The kernels of one-kernel launches after the last idle gap of gap_ns or more between them."""
+    eager = sorted((ks[0] for ks in steps.values() if len(ks) == 1), key=lambda k: k["start"])
+    if not eager:
+        sys.exit("no kernel was launched outside a graph")
+    first, done = 0, eager[0]["end"]  # done: when every kernel so far had ended
+    for i, k in enumerate(eager[1:], 1):
+        if k["start"] - done >= gap_ns:
+            first = i
+        done = max(done, k["end"])
+    return eager[first:]
+
+
+def print_charges(title, ks, sequence):
+    span = span_ns(ks)
+    charged = collections.defaultdict(lambda: [0, 0, 0])  # count, charge ns, duration ns
+    for k, c in charges(ks):
+        e = charged[k["name"]]
+        e[0] += 1
+        e[1] += c
+        e[2] += k["end"] - k["start"]
+    print(f"\n{title}: {len(ks)} kernels, span {span / 1e3:.1f} us; charge = time added by "
+          f"completion order (the charges sum to the span)")
+    print(f"{'charge us':>10} {'share':>6} {'calls':>6} {'charge/call':>11} {'dur/call':>9}  kernel")
+    for name, (n, c, d) in sorted(charged.items(), key=lambda kv: -kv[1][1]):
+        print(f"{c / 1e3:>10.1f} {100 * c / span:>5.1f}% {n:>6} {c / n / 1e3:>11.2f} {d / n / 1e3:>9.2f}  {name}")
+    if sequence:
+        t0 = min(k["start"] for k in ks)
+        print(f"\nfirst {sequence} kernels by end: start, end (us from the first start), charge us, "
+              f"stream, grid, block")
+        for k, c in charges(ks)[:sequence]:
+            print(f"{(k['start'] - t0) / 1e3:>8.2f} {(k['end'] - t0) / 1e3:>8.2f} {c / 1e3:>7.2f} {k['stream']:>4} "
+                  f"{k['grid']:>12} {k['block']:>10}  {k['name']}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
     ap.add_argument("--min-kernels", type=int, default=100)
     ap.add_argument("--sequence", type=int, default=0)
     ap.add_argument("--all", action="store_true")
+    ap.add_argument("--eager-gap-us", type=float, default=0)
     a = ap.parse_args()
     steps = load(a.trace)
+    if a.eager_gap_us > 0:
+        ks = last_eager_run(steps, a.eager_gap_us * 1e3)
+        print_charges("the last eager run", ks, a.sequence)
+        return
     big = [(launch, ks) for launch, ks in sorted(steps.items()) if len(ks) >= a.min_kernels]
     if not big:
         sys.exit(f"{a.trace}: no launch with {a.min_kernels} kernels or more")
@@ -114,25 +157,7 @@ def main():
     chosen = big if a.all else sorted((launch, ks) for steps in by_count.values()
                                       for _, launch, ks in [sorted(steps, key=lambda s: s[0])[len(steps) // 2]])
     for launch, ks in chosen:
-        span = span_ns(ks)
-        charged = collections.defaultdict(lambda: [0, 0, 0])  # count, charge ns, duration ns
-        for k, c in charges(ks):
-            e = charged[k["name"]]
-            e[0] += 1
-            e[1] += c
-            e[2] += k["end"] - k["start"]
-        print(f"\nlaunch {launch}: {len(ks)} kernels, span {span / 1e3:.1f} us; charge = time added by "
-              f"completion order (the charges sum to the span)")
-        print(f"{'charge us':>10} {'share':>6} {'calls':>6} {'charge/call':>11} {'dur/call':>9}  kernel")
-        for name, (n, c, d) in sorted(charged.items(), key=lambda kv: -kv[1][1]):
-            print(f"{c / 1e3:>10.1f} {100 * c / span:>5.1f}% {n:>6} {c / n / 1e3:>11.2f} {d / n / 1e3:>9.2f}  {name}")
-        if a.sequence:
-            t0 = min(k["start"] for k in ks)
-            print(f"\nfirst {a.sequence} kernels by end: start, end (us from the step's first start), charge us, "
-                  f"stream, grid, block")
-            for k, c in charges(ks)[: a.sequence]:
-                print(f"{(k['start'] - t0) / 1e3:>8.2f} {(k['end'] - t0) / 1e3:>8.2f} {c / 1e3:>7.2f} {k['stream']:>4} "
-                      f"{k['grid']:>12} {k['block']:>10}  {k['name']}")
+        print_charges(f"launch {launch}", ks, a.sequence)
 
 
 if __name__ == "__main__":

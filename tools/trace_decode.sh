@@ -7,6 +7,9 @@
 # Usage: tools/trace_decode.sh [bench arguments...]
 #   (default: --synthetic v4-flash --layers 20 --batch 1 32 --context 4096 --steps 3)
 # TETRA_TRACE_SEQUENCE (60): how many of a step's first kernels to list in end order.
+# TETRA_TRACE_EAGER_GAP_US: time the last run of kernels launched outside graphs instead (what
+#   follows the last idle gap of that many us): a prefill, e.g. with TETRA_TRACE_EAGER_GAP_US=1000
+#   tools/trace_decode.sh --synthetic v4-flash --layers 20 --prefill 8192
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
@@ -22,7 +25,9 @@ tracer=$PWD/build-gpu/bench/libtetra_kernel_trace.so
 CUDA_INJECTION64_PATH=$tracer TETRA_KERNEL_TRACE=$out/trace.csv build-gpu/src/tetra bench "${args[@]}" \
   >"$out/traced.log" 2>&1 || { tail -30 "$out/traced.log"; exit 1; }
 build-gpu/src/tetra bench "${args[@]}" >"$out/plain.log" 2>&1 || { tail -30 "$out/plain.log"; exit 1; }
-echo "== step times, traced then plain"
-grep -A1 "^decode:" "$out/traced.log" "$out/plain.log" | grep -v "^--"
-python3 tools/kernel_timeline.py "$out/trace.csv" --sequence "${TETRA_TRACE_SEQUENCE:-60}" | tee "$out/timeline.txt"
+echo "== times, traced then plain"
+grep -A1 -E "^(decode|prefill):" "$out/traced.log" "$out/plain.log" | grep -v "^--"
+timeline=(--sequence "${TETRA_TRACE_SEQUENCE:-60}")
+[ -n "${TETRA_TRACE_EAGER_GAP_US:-}" ] && timeline+=(--eager-gap-us "$TETRA_TRACE_EAGER_GAP_US")
+python3 tools/kernel_timeline.py "$out/trace.csv" "${timeline[@]}" | tee "$out/timeline.txt"
 gzip -f "$out/trace.csv"
