@@ -13,8 +13,9 @@ __device__ __forceinline__ float decode_e4m3(uint8_t b) {
   v.__x = b;
   return float(v);
 }
+// 2^(b-127) from its bits (b = 0: the subnormal 2^-127), NaN for 0xFF.
 __device__ __forceinline__ float decode_e8m0(uint8_t b) {
-  return b == 0xFF ? __int_as_float(0x7FC00000) : ldexpf(1.0f, int(b) - 127);
+  return b == 0xFF ? __int_as_float(0x7FC00000) : b == 0 ? __int_as_float(0x00400000) : __int_as_float(uint32_t(b) << 23);
 }
 __device__ __forceinline__ float decode_e2m1(uint8_t code) {
   // Tiny format: computing the value is cheaper than a lookup table in local memory.
@@ -70,10 +71,18 @@ __device__ __forceinline__ uint8_t encode_e4m3(float x) {
   return uint8_t(sign | encode_magnitude(fminf(fabsf(x), 448.0f), 3, 7));
 #endif
 }
-__device__ __forceinline__ uint8_t encode_e2m1(float x) {  // saturates to +-6, NaN -> 0
+// Saturates to +-6, NaN -> 0. The grid's steps are 0.5 below 2, 1 below 4 and 2 up to 6, so a
+// magnitude rounds (to nearest even) in its step's units with one rintf, and the code follows
+// from the rounded value: encode_magnitude's result for every float (the CPU's f32_to_e2m1, checked
+// over every float of magnitude 2^-7 .. 2^5 and a sweep of the rest) at a tenth of its operations
+// (the indexer's fp4 query round trip, 8192 rows × 64 heads at a prefill, was bound by them).
+__device__ __forceinline__ uint8_t encode_e2m1(float x) {
   if (isnan(x)) return 0;
-  const uint32_t sign = signbit(x) ? 0x8u : 0u;
-  return uint8_t(sign | encode_magnitude(fminf(fabsf(x), 6.0f), 1, 1));
+  const float a = fminf(fabsf(x), 6.0f);
+  const float step = a < 2.0f ? 0.5f : a < 4.0f ? 1.0f : 2.0f;
+  const float v = rintf(a * (1.0f / step)) * step;  // exact: powers of two
+  const uint32_t m = v < 2.0f ? uint32_t(v * 2.0f) : v < 4.0f ? uint32_t(v) + 2 : uint32_t(v * 0.5f) + 4;
+  return uint8_t((signbit(x) ? 0x8u : 0u) | m);
 }
 
 }  // namespace tetra::cuda
