@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/e2m1_code.h"
+
 namespace tetra::cuda {
 
 __device__ __forceinline__ float decode_e4m3(uint8_t b) {
@@ -71,18 +73,6 @@ __device__ __forceinline__ uint8_t encode_e4m3(float x) {
   return uint8_t(sign | encode_magnitude(fminf(fabsf(x), 448.0f), 3, 7));
 #endif
 }
-// Saturates to +-6, NaN -> 0. The grid's steps are 0.5 below 2, 1 below 4 and 2 up to 6, so a
-// magnitude rounds (to nearest even) in its step's units with one rintf, and the code follows
-// from the rounded value: encode_magnitude's result for every float (the CPU's f32_to_e2m1, checked
-// over every float of magnitude 2^-7 .. 2^5 and a sweep of the rest) at a tenth of its operations
-// (the indexer's fp4 query round trip, 8192 rows × 64 heads at a prefill, was bound by them).
-__device__ __forceinline__ uint8_t encode_e2m1(float x) {
-  if (isnan(x)) return 0;
-  const float a = fminf(fabsf(x), 6.0f);
-  const float step = a < 2.0f ? 0.5f : a < 4.0f ? 1.0f : 2.0f;
-  const float v = rintf(a * (1.0f / step)) * step;  // exact: powers of two
-  const uint32_t m = v < 2.0f ? uint32_t(v * 2.0f) : v < 4.0f ? uint32_t(v) + 2 : uint32_t(v * 0.5f) + 4;
-  return uint8_t((signbit(x) ? 0x8u : 0u) | m);
-}
+__device__ __forceinline__ uint8_t encode_e2m1(float x) { return e2m1_code(x); }  // e2m1_code.h
 
 }  // namespace tetra::cuda
