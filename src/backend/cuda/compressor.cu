@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/paged.cuh"
 #include "backend/cuda/launch.cuh"
@@ -35,17 +37,15 @@ __device__ Tokens tokens_of(int64_t r, const float* kv, const float* gate, const
 // at a time, every pass was a chain of dependent round trips (24 for CSA, 384 for HCA's 128),
 // 16-22 µs of a compressing decode step's chain per CSA layer on the H200 (a kernel timeline).
 // The passes add in candidate order as before: the same bits.
-constexpr int kPoolChunk = 8;
-__global__ void pool_kernel(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n,
-                            int64_t width, StepView at, int64_t ratio, bool overlap, float* out) {
-  wait_for_inputs();
-  allow_next_kernel();
-  const int64_t out_w = overlap ? width / 2 : width;
-  const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (k >= n * out_w) return;
-  const int64_t r = k / out_w, ch = k % out_w, t = at.position[r];
+constexpr int kPoolChunk = 8, kPoolThreads = 128, kPoolRowBlocks = 512;
+
+// Channel ch of row r into *o: the pooled entry where the row completes one, else 0.
+__device__ __forceinline__ void pool_channel(PagedView pending, const float* kv, const float* gate, const float* ape,
+                                             int64_t width, StepView at, int64_t ratio, bool overlap, int64_t r,
+                                             int64_t ch, float* o) {
+  const int64_t out_w = overlap ? width / 2 : width, t = at.position[r];
   if (at.slot[r] < 0 || (t + 1) % ratio != 0) {
-    out[k] = 0;
+    *o = 0;
     return;
   }
   const Tokens tok = tokens_of(r, kv, gate, ape, pending, width, at, ratio, overlap);
@@ -87,7 +87,26 @@ __global__ void pool_kernel(PagedView pending, const float* kv, const float* gat
     for (int i = 0; i < kPoolChunk; ++i)
       if (c0 + i < count) sum += a[i] * (expf(z[i] - m) / s);
   });
-  out[k] = sum;
+  *o = sum;
+}
+
+// Block (channel block x, y) takes the y-th of gridDim.y runs of consecutive rows: in a prefill
+// only one row in `ratio` completes an entry, and a block per (row, 128 channels) spent its time
+// launching blocks that store zeros (an 8192-row prefill: 224 µs a CSA layer, 344 an HCA one).
+// Consecutive rows, not a stride: rows y, y + 512, ... put all 64 of an HCA prefill's completing
+// rows (every 128th) on 4 blocks, each pooling 16 of them one after another (the likely cause of
+// +12 ms a prefill in the twenty-ninth run of docs/perf.md).
+__global__ void pool_kernel(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n,
+                            int64_t width, StepView at, int64_t ratio, bool overlap, float* out) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int64_t out_w = overlap ? width / 2 : width;
+  const int64_t ch = int64_t(blockIdx.x) * kPoolThreads + threadIdx.x;
+  if (ch >= out_w) return;
+  const int64_t per = (n + gridDim.y - 1) / gridDim.y, end = min(n, (blockIdx.y + 1) * per);
+#pragma unroll 1
+  for (int64_t r = blockIdx.y * per; r < end; ++r)
+    pool_channel(pending, kv, gate, ape, width, at, ratio, overlap, r, ch, out + r * out_w + ch);
 }
 
 // One block per row: the last `ring` positions of each sequence into the pending ring. A thread
@@ -121,10 +140,11 @@ __global__ void __launch_bounds__(kKeepThreads)
 
 void compress(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n, int64_t width,
               StepView at, int64_t ratio, bool overlap, float* out, cudaStream_t stream) {
-  const int64_t total = n * (overlap ? width / 2 : width);
-  if (total == 0) return;
-  launch_early(pool_kernel, dim3(unsigned((total + 127) / 128)), dim3(128), 0, stream, pending, kv, gate, ape, n, width,
-               at, ratio, overlap, out);
+  const int64_t out_w = overlap ? width / 2 : width;
+  if (n * out_w == 0) return;
+  const dim3 pool_grid(unsigned((out_w + kPoolThreads - 1) / kPoolThreads), unsigned(std::min<int64_t>(n, kPoolRowBlocks)));
+  launch_early(pool_kernel, pool_grid, dim3(kPoolThreads), 0, stream, pending, kv, gate, ape, n, width, at, ratio,
+               overlap, out);
   TETRA_CUDA_CHECK(cudaGetLastError());
   launch_early(keep_kernel, dim3(unsigned(n)), dim3(kKeepThreads), 0, stream, pending, kv, gate, ape, width, at, ratio,
                overlap);
