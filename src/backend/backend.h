@@ -184,10 +184,13 @@ class Backend {
   // attends to positions max(0, t-window+1)..t (this step's rows of step_kv, stored-format
   // [n, row], for positions from its sequence's start; `window` ring rows before), then to
   // `compressed` entries: selected[r] (CSA, -1: none) or every e < (t+1)/ratio (HCA). Every key
-  // is read in its stored format. `runs`: the step's rows per sequence (RowRuns).
+  // is read in its stored format. `step_entries` (may be null): the entries this step's rows
+  // complete as `compressed` stores them (row r: the entry its position completes, zeros
+  // elsewhere), which a backend may read there instead: the same keys, the same result.
+  // `runs`: the step's rows per sequence (RowRuns).
   virtual Tensor attention(const Tensor& q, const Tensor& step_kv, const PagedRows& window, const PagedRows* compressed,
-                           const Tensor* selected, const Tensor& sinks, const StepRows& at, const AttentionShape& s,
-                           RowRuns runs = {}) = 0;
+                           const Tensor* step_entries, const Tensor* selected, const Tensor& sinks, const StepRows& at,
+                           const AttentionShape& s, RowRuns runs = {}) = 0;
   // Lightning indexer over the stored keys: per row (position t, its sequence's last position
   // in this step `last`), the top-k of the first (t+1)/ratio of the (last+1)/ratio keys
   // (entry indices, -1 when fewer exist).

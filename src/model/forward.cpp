@@ -367,12 +367,12 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
   };
   const RowPlacement completed{0, b.ratio};
   PagedRows compressed;
+  Tensor step_entries;  // as stored: attention may read the step's own entries here
   auto store_compressed = [&] {
     compressed = paged(StreamKind::compressed);
-    be_.store_rows(compressed,
-                   be_.encode_kv(entries(b.compressor, main_in, StreamKind::compressor_pending, b.ratio == 4),
-                                 caches_.kv, c.rope_dim),
-                   batch.at, completed);
+    step_entries = be_.encode_kv(entries(b.compressor, main_in, StreamKind::compressor_pending, b.ratio == 4),
+                                 caches_.kv, c.rope_dim);
+    be_.store_rows(compressed, step_entries, batch.at, completed);
     main_in = {};  // its memory back before attention (a prefill's are tens of MB)
   };
   // CSA: the indexer's keys of this step stored, then its top-k compressed entries per query.
@@ -408,7 +408,8 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
   // the output comes rotated back (inverse rope), ready for wo_a
   const AttentionShape shape{caches_.kv, hd, c.rope_dim, c.window, b.ratio, 1.0 / std::sqrt(double(hd)), &inv_freq};
   const Tensor o = be_.attention(q, kv_stored, window, b.ratio > 0 ? &compressed : nullptr,
-                                 selected.empty() ? nullptr : &selected, b.sinks, batch.at, shape, batch.runs);
+                                 step_entries.empty() ? nullptr : &step_entries, selected.empty() ? nullptr : &selected,
+                                 b.sinks, batch.at, shape, batch.runs);
   // The step's keys into the window ring after attention (it read the ring's older rows), beside
   // the output projection.
   Tensor out;

@@ -1073,14 +1073,14 @@ TEST_F(CudaOps, PagedStateOps) {
           std::vector<std::vector<float>> out;
           out.push_back(b.download(b.compress(side.rows(layer, StreamKind::compressor_pending), b.upload(ck, {n, width}),
                                               b.upload(cg, {n, width}), b.upload(ape, {ratio, width}), rows, ratio, csa)));
-          b.store_rows(side.rows(layer, StreamKind::compressed), b.encode_kv(b.upload(entries, {n, d}), kvt, c.rope_dim), rows,
-                       {0, ratio});
+          const Tensor step_entries = b.encode_kv(b.upload(entries, {n, d}), kvt, c.rope_dim);
+          b.store_rows(side.rows(layer, StreamKind::compressed), step_entries, rows, {0, ratio});
           const Tensor step_kv = b.encode_kv(b.upload(kv, {n, d}), kvt, c.rope_dim);
           const Tensor selected = b.upload_i32(sel, {n, k});
           const PagedRows window = side.rows(layer, StreamKind::window), compressed = side.rows(layer, StreamKind::compressed);
           const AttentionShape shape{kvt, d, c.rope_dim, c.window, ratio, 1.0 / std::sqrt(double(d))};
-          out.push_back(b.download(b.attention(b.upload(q, {n, heads * d}), step_kv, window, &compressed, csa ? &selected : nullptr,
-                                               b.upload(sinks, {heads}), rows, shape)));
+          out.push_back(b.download(b.attention(b.upload(q, {n, heads * d}), step_kv, window, &compressed, &step_entries,
+                                               csa ? &selected : nullptr, b.upload(sinks, {heads}), rows, shape)));
           b.store_rows(window, step_kv, rows, {c.window, 0});
           return out;
         };
@@ -1133,7 +1133,7 @@ TEST_F(CudaOps, PagedStateOps) {
 // ---- attention at V4 geometry (64 heads × 512 dims, rope 64, window 128, 512 CSA picks, HCA
 // ratio 128): one step of rows of several sequences: a first token, decode rows, a chunk whose
 // window spans the ring and the step, a row whose HCA list takes several key tiles per split, a
-// run long enough for the whole-list kernel; CSA picks with empty (-1) entries; fp8 and f32
+// run long enough for the whole-list kernel (completing CSA entries and HCA's first); CSA picks with empty (-1) entries; fp8 and f32
 // caches. The exact backend within 1e-4 of the CPU, the default one within 1e-2, and each
 // sequence's rows bit-identical whether it runs alone or with the others.
 TEST_F(CudaOps, AttentionAtV4Geometry) {
@@ -1148,7 +1148,7 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
   struct Sequence {
     int64_t cached, rows;
   };
-  const std::vector<Sequence> seqs{{0, 1}, {300, 1}, {1000, 5}, {120000, 1}, {40, 70}, {5000, 3}};
+  const std::vector<Sequence> seqs{{0, 1}, {300, 1}, {1000, 5}, {120000, 1}, {100, 70}, {5000, 3}};
   std::vector<int64_t> tokens, runs, row0;
   std::vector<int32_t> slot, pos, start, last, first;
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -1212,6 +1212,18 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
       }
       std::vector<float> fill_values[2];
       for (int f = 0; f < 2; ++f) fill_values[f] = random_values(fill_at[f].size() / 5 * size_t(d), rng, unit);
+      // The entries the step's rows complete, as a step stores them (row r: the entry its position
+      // completes, zeros elsewhere), for the attention that reads them there.
+      std::vector<float> own_entries(size_t(n * d), 0.0f);
+      const int64_t filled = int64_t(fill_at[1].size() / 5);
+      for (int64_t r = 0; r < n; ++r) {
+        const int64_t t = pos[size_t(r)];
+        if (slot[size_t(r)] < 0 || ratio == 0 || (t + 1) % ratio != 0) continue;
+        // fill_at[1]'s row of (sequence slot[r], the entry position t completes), if the fill stored it
+        int64_t i = 0;
+        while (i < filled && !(fill_at[1][size_t(5 * i)] == slot[size_t(r)] && fill_at[1][size_t(5 * i + 1)] == t)) ++i;
+        if (i < filled) std::copy_n(fill_values[1].begin() + i * d, d, own_entries.begin() + r * d);
+      }
       auto fill = [&](PagedSide& side) {
         Backend& b = side.be;
         for (int f = 0; f < 2; ++f) {
@@ -1237,9 +1249,13 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
           for (int64_t j = 0; j < k; ++j)
             if (j % 8 != 5) selected[size_t(r * k + j)] = int32_t(rng() % uint32_t(visible));
       // rotated: the output rotated back within the op (AttentionShape::output_inv_freq)
-      auto attend = [&](PagedSide& side, int64_t begin, int64_t count, RowRuns r, bool rotated = false) {
+      // with_entries: the step's own entries passed too (the same keys, read there by the GPU)
+      auto attend = [&](PagedSide& side, int64_t begin, int64_t count, RowRuns r, bool rotated = false,
+                        bool with_entries = false) {
         Backend& b = side.be;
         const Tensor step_kv = b.encode_kv(b.upload(rows_of(kv, d, begin, count), {count, d}), kvt, c.rope_dim);
+        const Tensor step_entries =
+            b.encode_kv(b.upload(rows_of(own_entries, d, begin, count), {count, d}), kvt, c.rope_dim);
         const Tensor picks = b.upload_i32(rows_of(selected, k, begin, count), {count, k});
         const PagedRows window = side.rows(layer, StreamKind::window);
         const PagedRows compressed = ratio > 0 ? side.rows(layer, StreamKind::compressed) : PagedRows{};
@@ -1247,7 +1263,8 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
         const AttentionShape shape{kvt, d, c.rope_dim, c.window, ratio, 1.0 / std::sqrt(double(d)),
                                    rotated ? &freq : nullptr};
         return b.download(b.attention(b.upload(rows_of(q, heads * d, begin, count), {count, heads * d}), step_kv, window,
-                                      ratio > 0 ? &compressed : nullptr, ratio == 4 ? &picks : nullptr,
+                                      ratio > 0 ? &compressed : nullptr,
+                                      with_entries && ratio > 0 ? &step_entries : nullptr, ratio == 4 ? &picks : nullptr,
                                       b.upload(sinks, {heads}), side.step(step_rows(begin, count), count), shape, r));
       };
       // The output rotated within the op: the same bits as the op, then an inverse rope pass, for
@@ -1271,11 +1288,17 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
         EXPECT_LT(relative_difference(together, want), kBf16Tolerance) << family;
         EXPECT_EQ(attend(*side, 0, n, runs, true), rotated_after(*side, together)) << family << " (rotated)";
         // one run of every row: the whole-list kernel for all
-        EXPECT_LT(relative_difference(attend(*side, 0, n, {}), want), kBf16Tolerance) << family << " (one run)";
+        const std::vector<float> one_run = attend(*side, 0, n, {});
+        EXPECT_LT(relative_difference(one_run, want), kBf16Tolerance) << family << " (one run)";
+        // the step's keys copied as bf16 rows decoded once (fp8) rather than decoded per query:
+        // the same bits
+        EXPECT_EQ(attend(*side, 0, n, runs, false, true), together) << family << " (own entries)";
+        EXPECT_EQ(attend(*side, 0, n, {}, false, true), one_run) << family << " (one run, own entries)";
         for (size_t i = 0; i < seqs.size(); ++i) {
           const int64_t b = row0[i], count = seqs[i].rows;
           const std::vector<float> alone = attend(*side, b, count, {});
           EXPECT_EQ(rows_of(together, heads * d, b, count), alone) << family << " sequence " << i;
+          EXPECT_EQ(attend(*side, b, count, {}, false, true), alone) << family << " sequence " << i << " (own entries)";
           EXPECT_LT(relative_difference(alone, rows_of(want, heads * d, b, count)), kBf16Tolerance)
               << family << " sequence " << i;
         }

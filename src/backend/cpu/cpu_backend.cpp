@@ -330,8 +330,8 @@ class CpuBackend final : public Backend {
     return out;
   }
   Tensor attention(const Tensor& q, const Tensor& step_kv, const PagedRows& window, const PagedRows* compressed,
-                   const Tensor* selected, const Tensor& sinks, const StepRows& at, const AttentionShape& s,
-                   RowRuns) override {
+                   const Tensor* /*step_entries: every entry is read from `compressed`*/, const Tensor* selected,
+                   const Tensor& sinks, const StepRows& at, const AttentionShape& s, RowRuns) override {
     expect(step_kv.row_numel() * elem_bytes(step_kv.type()) == window.row_bytes, "attention", "step rows differ from the cache's");
     Tensor out = make({q.rows(), q.row_numel()}, ElemType::f32);
     cpu::attention(q, step_kv, window, compressed, selected, sinks, at, s, out);

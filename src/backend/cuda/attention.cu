@@ -127,9 +127,9 @@ struct TcShared {
   uint4 probs[G * kTileKeys / 8];      // bf16 (tile_chunk<G>, one column block)
   float scores[G][kScoreStride];       // scaled by log2(e): the softmax runs in base 2
   float factor[G];                     // per head: the tile's rescale of O, at the end its normalization
-  alignas(16) uint8_t stage_valid[kTileKeys];
+  alignas(16) uint8_t stage_kind[kTileKeys];  // StagedKey per stage slot
   alignas(16) uint8_t tile_valid[kTileKeys];  // read 16 at a time by the softmax threads
-  uint8_t stage[kStageBytes];  // stored rows, row_bytes apart
+  alignas(16) uint8_t stage[kStageBytes];  // staged rows, slot_bytes apart
 };
 // The tiles need 1024-byte alignment (the swizzle's pattern repeats every 8 rows of 128 bytes):
 // the kernel rounds the dynamic shared memory's start up, so it asks for that much more.
@@ -197,25 +197,35 @@ __device__ __forceinline__ uint4 bf16_chunk(const uint8_t* row, int c, int d, in
   }
 }
 
-// A round's stored rows (stage, row_bytes apart) into the bf16 key tile from row key0: warp w
+// What a stage slot holds: no key, a stored row, or its bf16 copy (AttentionKeys::step_bf16).
+enum StagedKey : uint8_t { kNoKey = 0, kStoredRow = 1, kBf16Copy = 2 };
+
+// A round's staged rows (stage, slot_bytes apart) into the bf16 key tile from row key0: warp w
 // takes rows w, w + kTcWarps, ..., a lane every 32nd 16-byte chunk; empty picks and dims past d
 // are zeros. The format is a template argument: decided per chunk, it cost a fifth of the
 // kernel's instructions. Returns whether this thread wrote any key.
 template <RowFormat F>
-__device__ __forceinline__ bool decode_round(const uint8_t* stage, const uint8_t* stage_valid, int row_bytes,
-                                             int round_keys, int key0, int d, int rope_dim, int dim_chunks,
-                                             uint8_t* keys, uint8_t* tile_valid) {
+__device__ __forceinline__ bool decode_round(const uint8_t* stage, const uint8_t* stage_kind, int slot_bytes, int round_keys,
+                                             int key0, int d, int rope_dim, int dim_chunks, uint8_t* keys,
+                                             uint8_t* tile_valid) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   bool any = false;
   for (int kk = warp; kk < round_keys; kk += kTcWarps) {
-    const bool ok = stage_valid[kk];
-    const uint8_t* row = stage + kk * row_bytes;
+    const uint8_t kind = stage_kind[kk];  // the same for the whole warp
+    const uint8_t* row = stage + kk * slot_bytes;
+    if (kind == kBf16Copy) {
 #pragma unroll 2
-    for (int c = lane; c < dim_chunks; c += 32)
-      *reinterpret_cast<uint4*>(keys + tile_chunk<kTileKeys>(key0 + kk, c)) =
-          ok && 8 * c < d ? bf16_chunk<F>(row, c, d, rope_dim) : make_uint4(0, 0, 0, 0);
-    if (lane == 0) tile_valid[key0 + kk] = ok;
-    any |= ok;
+      for (int c = lane; c < dim_chunks; c += 32)
+        *reinterpret_cast<uint4*>(keys + tile_chunk<kTileKeys>(key0 + kk, c)) =
+            8 * c < d ? *reinterpret_cast<const uint4*>(row + 16 * c) : make_uint4(0, 0, 0, 0);
+    } else {
+#pragma unroll 2
+      for (int c = lane; c < dim_chunks; c += 32)
+        *reinterpret_cast<uint4*>(keys + tile_chunk<kTileKeys>(key0 + kk, c)) =
+            kind == kStoredRow && 8 * c < d ? bf16_chunk<F>(row, c, d, rope_dim) : make_uint4(0, 0, 0, 0);
+    }
+    if (lane == 0) tile_valid[key0 + kk] = kind != kNoKey;
+    any |= kind != kNoKey;
   }
   return any;
 }
@@ -467,8 +477,11 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   if (first_key >= list.total()) return;  // past the row's splits
   const int64_t end = first_key + per_split < list.total() ? first_key + per_split : list.total();
 
-  const int row_bytes = int(keys.step_bytes);
-  const int round_keys = row_bytes * kTileKeys <= kStageBytes ? kTileKeys : kTileKeys / 2;
+  // A stage slot holds a stored row or, where the keys have them, a bf16 copy of d values.
+  const int row_bytes = int(keys.step_bytes), copy_bytes = 2 * d;
+  const bool copies = keys.step_bf16 || keys.entry_bf16;
+  const int slot_bytes = copies ? ((copy_bytes > row_bytes ? copy_bytes : row_bytes) + 15) / 16 * 16 : row_bytes;
+  const int round_keys = slot_bytes * kTileKeys <= kStageBytes ? kTileKeys : kTileKeys / 2;
   const int rounds_per_tile = kTileKeys / round_keys;
   const int64_t rounds = tiles_of(end - first_key) * rounds_per_tile;
   const int dim_chunks = (d + 63) / 64 * 8;  // whole 64-dim slices: one per warp in P·K
@@ -478,29 +491,40 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   // Lane j < round_keys/8 of warp w finds key w + 8j of each round.
   const bool finder = lane < round_keys / 8;
   auto key_index = [&](int64_t round) { return first_key + round * round_keys + warp + 8 * lane; };
-  auto issue = [&](const uint8_t* src) {  // src: this lane's key of the round (null: none)
+  // stored, copy: this lane's key of the round as stored and its bf16 copy (null: none), which
+  // travels instead where there is one.
+  auto issue = [&](const uint8_t* stored, const uint8_t* copy) {
+    const uint8_t kind = copy ? kBf16Copy : stored ? kStoredRow : kNoKey;
+    const uint8_t* src = copy ? copy : stored;
     for (int j = 0; j < round_keys / 8; ++j) {
       const auto row =
           reinterpret_cast<const uint8_t*>(__shfl_sync(0xFFFFFFFFu, reinterpret_cast<unsigned long long>(src), j));
-      const int kk = warp + 8 * j;
-      if (row)
-        for (int w = lane; w < row_bytes / 8; w += 32) cp_async_8(stage + kk * row_bytes + 8 * w, row + 8 * w);
+      const int row_kind = __shfl_sync(0xFFFFFFFFu, int(kind), j);
+      const uint32_t slot = stage + (warp + 8 * j) * slot_bytes;
+      if (row_kind == kBf16Copy)
+        for (int w = lane; w < copy_bytes / 16; w += 32) cp_async_16(slot + 16 * w, row + 16 * w);
+      else if (row_kind == kStoredRow)
+        for (int w = lane; w < row_bytes / 8; w += 32) cp_async_8(slot + 8 * w, row + 8 * w);
     }
-    if (finder) sh.stage_valid[warp + 8 * lane] = src != nullptr;
+    if (finder) sh.stage_kind[warp + 8 * lane] = kind;
     cp_async_commit();
+  };
+  auto copy_of = [&](int64_t round, int32_t located) {
+    return copies ? list.copy(key_index(round), located, copy_bytes) : nullptr;
   };
   // The sources of the next round (located, block loaded) and of the one after (located).
   int32_t next_at = -1, next_block = -1, after_at = -1;
   {
-    const uint8_t* src = nullptr;
+    const uint8_t *stored = nullptr, *copy = nullptr;
     if (finder) {
       const int32_t at0 = list.locate(key_index(0), end);
       next_at = list.locate(key_index(1), end);
       after_at = list.locate(key_index(2), end);
       next_block = list.block(key_index(1), next_at);
-      src = list.address(key_index(0), at0, list.block(key_index(0), at0));
+      copy = copy_of(0, at0);
+      if (!copy) stored = list.address(key_index(0), at0, list.block(key_index(0), at0));
     }
-    issue(src);
+    issue(stored, copy);
   }
 
   // q rows of the group as bf16, while the first round travels
@@ -548,7 +572,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     __syncthreads();  // every thread's copies have landed; the previous tile is done with the keys
     const int key0 = int(u % rounds_per_tile) * round_keys;
     const auto decode = [&](auto format) {
-      tile_has_keys |= decode_round<decltype(format)::value>(sh.stage, sh.stage_valid, row_bytes, round_keys, key0, d,
+      tile_has_keys |= decode_round<decltype(format)::value>(sh.stage, sh.stage_kind, slot_bytes, round_keys, key0, d,
                                                              int(p.rope_dim), dim_chunks,
                                                              reinterpret_cast<uint8_t*>(sh.keys), sh.tile_valid);
     };
@@ -564,7 +588,10 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     bool any_key = true;
     if (tile_done) any_key = __syncthreads_or(tile_has_keys);
     else __syncthreads();
-    if (u + 1 < rounds) issue(finder ? list.address(key_index(u + 1), next_at, next_block) : nullptr);
+    if (u + 1 < rounds) {
+      const uint8_t* copy = finder ? copy_of(u + 1, next_at) : nullptr;
+      issue(finder && !copy ? list.address(key_index(u + 1), next_at, next_block) : nullptr, copy);
+    }
     if (finder) {
       next_block = list.block(key_index(u + 2), after_at);
       next_at = after_at;
@@ -714,6 +741,18 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
 }
 
+// Thread (row, 8-value chunk) of attention_bf16_rows.
+template <RowFormat F>
+__global__ void bf16_rows_kernel(const uint8_t* rows, int64_t n, int64_t row_bytes, int d, int rope_dim, uint8_t* out) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, chunks = d / 8;
+  if (k >= n * chunks) return;
+  const int64_t r = k / chunks;
+  const int c = int(k % chunks);
+  reinterpret_cast<uint4*>(out + r * 2 * d)[c] = bf16_chunk<F>(rows + r * row_bytes, c, d, rope_dim);
+}
+
 int64_t max_keys(const AttentionParams& p, const AttentionKeys& keys) {
   return p.window + (keys.has_compressed ? keys.max_entries : 0);
 }
@@ -723,6 +762,25 @@ int64_t max_keys(const AttentionParams& p, const AttentionKeys& keys) {
 bool attention_tensor_cores_fit(const AttentionParams& p, int64_t row_bytes) {
   return p.d > 0 && p.d <= kMaxDim && p.d % 8 == 0 && p.rope_dim % 8 == 0 && p.rope_dim <= p.d && row_bytes % 8 == 0 &&
          p.format != RowFormat::fp4_indexer;
+}
+
+void attention_bf16_rows(const uint8_t* rows, int64_t n, int64_t row_bytes, const AttentionParams& p, uint8_t* out,
+                         cudaStream_t stream) {
+  if (!attention_tensor_cores_fit(p, row_bytes))
+    runtime_error("cuda attention: bf16 rows of head_dim ", p.d, ", rope_dim ", p.rope_dim, " from rows of ", row_bytes,
+                  " bytes: not a tensor-core shape");
+  const int64_t threads = n * (p.d / 8);
+  if (threads == 0) return;
+  const auto launch = [&](auto kernel) {
+    launch_early(kernel, dim3(unsigned((threads + 255) / 256)), dim3(256), 0, stream, rows, n, row_bytes, int(p.d),
+                 int(p.rope_dim), out);
+    TETRA_CUDA_CHECK(cudaGetLastError());
+  };
+  switch (p.format) {
+    case RowFormat::fp8_kv: launch(bf16_rows_kernel<RowFormat::fp8_kv>); break;
+    case RowFormat::bf16: launch(bf16_rows_kernel<RowFormat::bf16>); break;
+    default: launch(bf16_rows_kernel<RowFormat::f32>); break;
+  }
 }
 
 int64_t attention_split_floats(int64_t rows, const AttentionParams& p, const AttentionKeys& keys) {

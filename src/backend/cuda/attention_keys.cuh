@@ -13,7 +13,8 @@ namespace tetra::cuda {
 class KeyList {
  public:
   __device__ KeyList(const AttentionKeys& keys, const StepView& at, int64_t r, int64_t window, int64_t ratio)
-      : keys_(keys), row_(r), window_(window), slot_(at.slot[r]), start_(at.start[r]), first_(at.first_row[r]) {
+      : keys_(keys), row_(r), window_(window), ratio_(ratio), slot_(at.slot[r]), start_(at.start[r]),
+        first_(at.first_row[r]) {
     const int64_t t = at.position[r];
     lo_ = t - window + 1 > 0 ? t - window + 1 : 0;
     window_keys_ = t - lo_ + 1;
@@ -52,6 +53,21 @@ class KeyList {
     }
     return nullptr;
   }
+  // The bf16 copy of a located key (AttentionKeys::step_bf16, entry_bf16: rows of copy_bytes),
+  // null for none: a step row, or an entry whose window a row of this step completes.
+  __device__ const uint8_t* copy(int64_t j, int32_t located, int64_t copy_bytes) const {
+    if (located < 0) return nullptr;
+    switch (source(j)) {
+      case Source::step: return keys_.step_bf16 ? keys_.step_bf16 + located * copy_bytes : nullptr;
+      case Source::ring: return nullptr;
+      case Source::entry: {
+        const int64_t completed_at = (int64_t(located) + 1) * ratio_ - 1;
+        if (!keys_.entry_bf16 || completed_at < start_) return nullptr;
+        return keys_.entry_bf16 + (first_ + completed_at - start_) * copy_bytes;
+      }
+    }
+    return nullptr;
+  }
   // All three steps at once.
   __device__ const uint8_t* find(int64_t j) const {
     const int32_t located = locate(j, total_);
@@ -65,7 +81,7 @@ class KeyList {
   }
 
   AttentionKeys keys_;
-  int64_t row_, window_;
+  int64_t row_, window_, ratio_;
   int32_t slot_;
   int64_t start_, first_, lo_ = 0, window_keys_ = 0, total_ = 0;
 };

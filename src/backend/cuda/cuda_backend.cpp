@@ -508,8 +508,8 @@ class CudaBackend final : public Backend {
     return out;
   }
   Tensor attention(const Tensor& q, const Tensor& step_kv, const PagedRows& window, const PagedRows* compressed,
-                   const Tensor* selected, const Tensor& sinks, const StepRows& at, const AttentionShape& s,
-                   RowRuns runs) override {
+                   const Tensor* step_entries, const Tensor* selected, const Tensor& sinks, const StepRows& at,
+                   const AttentionShape& s, RowRuns runs) override {
     const int64_t step_bytes = step_kv.row_numel() * elem_bytes(step_kv.type());
     expect(step_bytes == window.row_bytes, "attention", "step rows differ from the cache's");
     Tensor out = make({q.rows(), q.row_numel()}, ElemType::f32);
@@ -521,7 +521,11 @@ class CudaBackend final : public Backend {
       expect(s.output_inv_freq->numel() * 2 == s.rope_dim && at.position.numel() == q.rows(), "attention",
              "the output's rotation needs rope_dim/2 frequencies and a position per row");
     const int64_t k = selected ? selected->dim(1) : 0;
-    const cuda::AttentionKeys keys{step_kv.data<uint8_t>(),
+    if (step_entries)
+      expect(compressed && step_entries->rows() == q.rows() &&
+                 step_entries->row_numel() * elem_bytes(step_entries->type()) == compressed->row_bytes,
+             "attention", "the step's entries are not a stored row per step row");
+    cuda::AttentionKeys keys{step_kv.data<uint8_t>(),
                                    step_bytes,
                                    view(window),
                                    compressed ? view(*compressed) : cuda::PagedView{},
@@ -545,7 +549,26 @@ class CudaBackend final : public Backend {
       run({0, q.rows()}, cuda::AttentionKernel::exact, nullptr);
       return out;
     }
-    for (const RowRange& rows : kernel_ranges(runs, q.rows(), kWholeKeyListMinRows)) {
+    const std::vector<RowRange> ranges = kernel_ranges(runs, q.rows(), kWholeKeyListMinRows);
+    // Long runs share their keys (a prefill's window rows and entries are seen by up to 128 and
+    // ~k·ratio of its rows): the tensor-core kernels copy the step's rows and entries as bf16
+    // rows decoded once here rather than decoding fp8 rows for every query.
+    Tensor step_copy, entry_copy;
+    if (f == cuda::RowFormat::fp8_kv && std::any_of(ranges.begin(), ranges.end(), [](const RowRange& r) { return r.large; })) {
+      auto bf16_rows = [&](const Tensor& rows) {
+        Tensor out = make({rows.rows(), 2 * s.head_dim}, ElemType::u8);
+        cuda::attention_bf16_rows(rows.data<uint8_t>(), rows.rows(), rows.row_numel() * elem_bytes(rows.type()), p,
+                                  out.data<uint8_t>(), stream());
+        return out;
+      };
+      step_copy = bf16_rows(step_kv);
+      keys.step_bf16 = step_copy.data<uint8_t>();
+      if (step_entries) {
+        entry_copy = bf16_rows(*step_entries);
+        keys.entry_bf16 = entry_copy.data<uint8_t>();
+      }
+    }
+    for (const RowRange& rows : ranges) {
       if (rows.large) {
         run(rows, cuda::AttentionKernel::tensor_cores, nullptr);
       } else {

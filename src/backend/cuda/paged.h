@@ -42,6 +42,10 @@ struct AttentionParams {
 // window ring, then the compressed entries: selected [n, k] (CSA picks, -1 none), or with
 // selected null every finished entry; has_compressed false: none. max_entries bounds the
 // entries any row sees (k, or the compressed rows a sequence can hold): it sizes grids only.
+// step_bf16 and entry_bf16 (null: none; attention_bf16_rows): the step's rows and the entries
+// the step's rows complete (by the completing row) as bf16 rows of d values, the tensor-core
+// kernels' decode done once a step, which those kernels copy instead of decoding each key for
+// every query that sees it.
 struct AttentionKeys {
   const uint8_t* step_kv;
   int64_t step_bytes;
@@ -49,6 +53,8 @@ struct AttentionKeys {
   bool has_compressed;
   const int32_t* selected;
   int64_t k, max_entries;
+  const uint8_t* step_bf16 = nullptr;
+  const uint8_t* entry_bf16 = nullptr;
 };
 
 enum class AttentionKernel {
@@ -62,6 +68,10 @@ enum class AttentionKernel {
 // Whether the tensor-core kernels take this shape (else the exact kernel serves it):
 // d <= 512 and rope_dim multiples of 8, rows of whole 8-byte words.
 bool attention_tensor_cores_fit(const AttentionParams& p, int64_t row_bytes);
+// Stored rows [n, row_bytes] of p.format as bf16 rows [n, p.d] (out: n·2·p.d bytes), bit for bit
+// the tensor-core kernels' decode of them (AttentionKeys::step_bf16, entry_bf16).
+void attention_bf16_rows(const uint8_t* rows, int64_t n, int64_t row_bytes, const AttentionParams& p, uint8_t* out,
+                         cudaStream_t stream);
 // Scratch floats of the split kernel for `rows` rows.
 int64_t attention_split_floats(int64_t rows, const AttentionParams& p, const AttentionKeys& keys);
 // Rows [begin, begin + count) of q [n, heads·d] into out [n, heads·d]. The tensor-core kernels
