@@ -1133,9 +1133,11 @@ TEST_F(CudaOps, PagedStateOps) {
 // ---- attention at V4 geometry (64 heads × 512 dims, rope 64, window 128, 512 CSA picks, HCA
 // ratio 128): one step of rows of several sequences: a first token, decode rows, a chunk whose
 // window spans the ring and the step, a row whose HCA list takes several key tiles per split, a
-// run long enough for the whole-list kernel (completing CSA entries and HCA's first); CSA picks with empty (-1) entries; fp8 and f32
-// caches. The exact backend within 1e-4 of the CPU, the default one within 1e-2, and each
-// sequence's rows bit-identical whether it runs alone or with the others.
+// run long enough for the whole-list kernel (completing CSA entries and HCA's first), a sequence
+// that starts in the step (every key in the step: copied straight into the key tiles); CSA picks
+// with empty (-1) entries; fp8 and f32 caches. The exact backend within 1e-4 of the CPU, the
+// default one within 1e-2, and each sequence's rows bit-identical whether it runs alone or with
+// the others.
 TEST_F(CudaOps, AttentionAtV4Geometry) {
   ModelConfig c = testing::tiny_config();
   c.n_layers = 3;
@@ -1148,7 +1150,7 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
   struct Sequence {
     int64_t cached, rows;
   };
-  const std::vector<Sequence> seqs{{0, 1}, {300, 1}, {1000, 5}, {120000, 1}, {100, 70}, {5000, 3}};
+  const std::vector<Sequence> seqs{{0, 1}, {300, 1}, {1000, 5}, {120000, 1}, {100, 70}, {5000, 3}, {0, 140}};
   std::vector<int64_t> tokens, runs, row0;
   std::vector<int32_t> slot, pos, start, last, first;
   for (size_t i = 0; i < seqs.size(); ++i) {

@@ -124,13 +124,16 @@ template <int G>
 struct TcShared {
   uint4 q[G * kDimChunks];  // bf16 (tile_chunk<G>)
   uint4 keys[kTileKeys * kDimChunks];  // bf16 (tile_chunk<kTileKeys>)
-  uint4 probs[G * kTileKeys / 8];      // bf16 (tile_chunk<G>, one column block)
-  float scores[G][kScoreStride];       // scaled by log2(e): the softmax runs in base 2
-  float factor[G];                     // per head: the tile's rescale of O, at the end its normalization
-  alignas(16) uint8_t stage_kind[kTileKeys];  // StagedKey per stage slot
-  alignas(16) uint8_t tile_valid[kTileKeys];  // read 16 at a time by the softmax threads
-  alignas(16) uint8_t stage[kStageBytes];  // staged rows, slot_bytes apart
+  // Staged rows, slot_bytes apart; in a block whose keys all have bf16 copies (KeyList::
+  // copies_only), the second key tile, which the copies fill while the products read the first.
+  alignas(16) uint8_t stage[kStageBytes];
+  uint4 probs[G * kTileKeys / 8];  // bf16 (tile_chunk<G>, one column block)
+  float scores[G][kScoreStride];   // scaled by log2(e): the softmax runs in base 2
+  float factor[G];                 // per head: the tile's rescale of O, at the end its normalization
+  alignas(16) uint8_t stage_kind[kTileKeys];     // StagedKey per stage slot
+  alignas(16) uint8_t tile_valid[2][kTileKeys];  // per key tile; read 16 at a time by the softmax threads
 };
+static_assert(kStageBytes == kTileKeys * kDimChunks * 16, "the stage holds a key tile");
 // The tiles need 1024-byte alignment (the swizzle's pattern repeats every 8 rows of 128 bytes):
 // the kernel rounds the dynamic shared memory's start up, so it asks for that much more.
 template <int G>
@@ -481,7 +484,12 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   const int row_bytes = int(keys.step_bytes), copy_bytes = 2 * d;
   const bool copies = keys.step_bf16 || keys.entry_bf16;
   const int slot_bytes = copies ? ((copy_bytes > row_bytes ? copy_bytes : row_bytes) + 15) / 16 * 16 : row_bytes;
-  const int round_keys = slot_bytes * kTileKeys <= kStageBytes ? kTileKeys : kTileKeys / 2;
+  // Direct: every key has a bf16 copy, which cp.async puts straight into one of two key tiles
+  // (the keys and the stage in turn), a tile ahead of its products: no stage, no copy between.
+  // The whole-list kernel's alone (a prefill's): the split kernels serve decode steps, whose
+  // rows' keys are in the cache, and compiled with the path they ran 0.4-0.6% slower.
+  const bool direct = !Split && list.copies_only();
+  const int round_keys = direct || slot_bytes * kTileKeys <= kStageBytes ? kTileKeys : kTileKeys / 2;
   const int rounds_per_tile = kTileKeys / round_keys;
   const int64_t rounds = tiles_of(end - first_key) * rounds_per_tile;
   const int dim_chunks = (d + 63) / 64 * 8;  // whole 64-dim slices: one per warp in P·K
@@ -512,6 +520,24 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   auto copy_of = [&](int64_t round, int32_t located) {
     return copies ? list.copy(key_index(round), located, copy_bytes) : nullptr;
   };
+  // Direct: a round's copies (this lane's key's, null: none, zeros) into key tile `buffer`;
+  // direct_keys bit `buffer`: whether this thread found a key of it.
+  uint32_t direct_keys = 0;
+  auto issue_direct = [&](const uint8_t* copy, int buffer) {
+    const uint32_t tile = buffer ? stage : key_tile;
+    uint8_t* tile_bytes = buffer ? sh.stage : reinterpret_cast<uint8_t*>(sh.keys);
+    for (int j = 0; j < kTileKeys / 8; ++j) {
+      const auto row =
+          reinterpret_cast<const uint8_t*>(__shfl_sync(0xFFFFFFFFu, reinterpret_cast<unsigned long long>(copy), j));
+      const int kk = warp + 8 * j;
+      for (int c = lane; c < d / 8; c += 32)
+        if (row) cp_async_16(tile + tile_chunk<kTileKeys>(kk, c), row + 16 * c);
+        else *reinterpret_cast<uint4*>(tile_bytes + tile_chunk<kTileKeys>(kk, c)) = make_uint4(0, 0, 0, 0);
+    }
+    if (finder) sh.tile_valid[buffer][warp + 8 * lane] = copy != nullptr;
+    direct_keys = (direct_keys & ~(1u << buffer)) | (uint32_t(finder && copy) << buffer);
+    cp_async_commit();
+  };
   // The sources of the next round (located, block loaded) and of the one after (located).
   int32_t next_at = -1, next_block = -1, after_at = -1;
   {
@@ -520,11 +546,12 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       const int32_t at0 = list.locate(key_index(0), end);
       next_at = list.locate(key_index(1), end);
       after_at = list.locate(key_index(2), end);
-      next_block = list.block(key_index(1), next_at);
+      if (!direct) next_block = list.block(key_index(1), next_at);
       copy = copy_of(0, at0);
-      if (!copy) stored = list.address(key_index(0), at0, list.block(key_index(0), at0));
+      if (!copy && !direct) stored = list.address(key_index(0), at0, list.block(key_index(0), at0));
     }
-    issue(stored, copy);
+    if (direct) issue_direct(copy, 0);
+    else issue(stored, copy);
   }
 
   // q rows of the group as bf16, while the first round travels
@@ -553,7 +580,14 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       }
   }
 
-  if constexpr (Wgmma) {  // key dims past the decoded slices (none at d = 512), which the decode never writes
+  if (direct) {  // key dims past d (none at d = 512) in both tiles, which the copies never write
+    const int unused = kDimChunks - d / 8;
+    for (int i = threadIdx.x; i < 2 * kTileKeys * unused; i += kTcThreads) {
+      uint8_t* tile_bytes = i < kTileKeys * unused ? reinterpret_cast<uint8_t*>(sh.keys) : sh.stage;
+      const int k = i % (kTileKeys * unused);
+      *reinterpret_cast<uint4*>(tile_bytes + tile_chunk<kTileKeys>(k / unused, d / 8 + k % unused)) = make_uint4(0, 0, 0, 0);
+    }
+  } else if constexpr (Wgmma) {  // key dims past the decoded slices (none at d = 512), which the decode never writes
     const int unused = kDimChunks - dim_chunks;
     for (int i = threadIdx.x; i < kTileKeys * unused; i += kTcThreads)
       *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sh.keys) +
@@ -562,38 +596,46 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   if constexpr (Wgmma) fence_shared_for_async();  // the q tile, for warpgroup MMA (after the loop's first barrier)
 
   const float score_scale = p.scale * kLog2e;
-  const TileAddresses tiles{q_tile, key_tile, prob_tile};
   OutputTile<G, Wgmma> o;
   float run_max = -INFINITY, run_sum = 0;  // of head threadIdx.x / 4 (softmax threads)
   const int soft_head = threadIdx.x / 4, soft_part = threadIdx.x % 4;
   bool tile_has_keys = false;  // among the keys this thread decoded into the tile
   for (int64_t u = 0; u < rounds; ++u) {
     cp_async_wait_all();
-    __syncthreads();  // every thread's copies have landed; the previous tile is done with the keys
-    const int key0 = int(u % rounds_per_tile) * round_keys;
-    const auto decode = [&](auto format) {
-      tile_has_keys |= decode_round<decltype(format)::value>(sh.stage, sh.stage_kind, slot_bytes, round_keys, key0, d,
-                                                             int(p.rope_dim), dim_chunks,
-                                                             reinterpret_cast<uint8_t*>(sh.keys), sh.tile_valid);
-    };
-    switch (p.format) {
-      case RowFormat::fp8_kv: decode(std::integral_constant<RowFormat, RowFormat::fp8_kv>{}); break;
-      case RowFormat::bf16: decode(std::integral_constant<RowFormat, RowFormat::bf16>{}); break;
-      default: decode(std::integral_constant<RowFormat, RowFormat::f32>{}); break;
-    }
-    if constexpr (Wgmma) fence_shared_for_async();  // the keys just written, for warpgroup MMA after the barrier
-    // the stage is free, the keys are in the tile; a tile of empty picks only (the tail of an
-    // early CSA row's list) would change nothing: skip it
-    const bool tile_done = (u + 1) % rounds_per_tile == 0;
-    bool any_key = true;
-    if (tile_done) any_key = __syncthreads_or(tile_has_keys);
-    else __syncthreads();
-    if (u + 1 < rounds) {
-      const uint8_t* copy = finder ? copy_of(u + 1, next_at) : nullptr;
-      issue(finder && !copy ? list.address(key_index(u + 1), next_at, next_block) : nullptr, copy);
+    bool any_key = true, tile_done = true;
+    int buffer = 0;  // the key tile the products read
+    if (direct) {
+      buffer = int(u % 2);
+      if constexpr (Wgmma) fence_shared_for_async();  // the landed copies, for warpgroup MMA after the barrier
+      // every thread's copies of this tile have landed; every warp is done with the other tile
+      any_key = __syncthreads_or((direct_keys >> buffer) & 1);
+      if (u + 1 < rounds) issue_direct(finder ? copy_of(u + 1, next_at) : nullptr, buffer ^ 1);
+    } else {
+      __syncthreads();  // every thread's copies have landed; the previous tile is done with the keys
+      const int key0 = int(u % rounds_per_tile) * round_keys;
+      const auto decode = [&](auto format) {
+        tile_has_keys |= decode_round<decltype(format)::value>(sh.stage, sh.stage_kind, slot_bytes, round_keys, key0, d,
+                                                               int(p.rope_dim), dim_chunks,
+                                                               reinterpret_cast<uint8_t*>(sh.keys), sh.tile_valid[0]);
+      };
+      switch (p.format) {
+        case RowFormat::fp8_kv: decode(std::integral_constant<RowFormat, RowFormat::fp8_kv>{}); break;
+        case RowFormat::bf16: decode(std::integral_constant<RowFormat, RowFormat::bf16>{}); break;
+        default: decode(std::integral_constant<RowFormat, RowFormat::f32>{}); break;
+      }
+      if constexpr (Wgmma) fence_shared_for_async();  // the keys just written, for warpgroup MMA after the barrier
+      // the stage is free, the keys are in the tile; a tile of empty picks only (the tail of an
+      // early CSA row's list) would change nothing: skip it
+      tile_done = (u + 1) % rounds_per_tile == 0;
+      if (tile_done) any_key = __syncthreads_or(tile_has_keys);
+      else __syncthreads();
+      if (u + 1 < rounds) {
+        const uint8_t* copy = finder ? copy_of(u + 1, next_at) : nullptr;
+        issue(finder && !copy ? list.address(key_index(u + 1), next_at, next_block) : nullptr, copy);
+      }
     }
     if (finder) {
-      next_block = list.block(key_index(u + 2), after_at);
+      if (!direct) next_block = list.block(key_index(u + 2), after_at);
       next_at = after_at;
       after_at = list.locate(key_index(u + 3), end);
     }
@@ -601,6 +643,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     tile_has_keys = false;
     if (!any_key) continue;
 
+    const TileAddresses tiles{q_tile, buffer ? stage : key_tile, prob_tile};
     if constexpr (Wgmma) scores_wgmma<G>(tiles, score_scale, sh.scores);
     else scores_mma<G>(tiles, d, score_scale, sh.scores);
     __syncthreads();
@@ -613,7 +656,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
         const float4 v = *reinterpret_cast<const float4*>(&sh.scores[soft_head][16 * soft_part + 4 * i]);
         z[4 * i] = v.x, z[4 * i + 1] = v.y, z[4 * i + 2] = v.z, z[4 * i + 3] = v.w;
       }
-      const uint4 valid = *reinterpret_cast<const uint4*>(&sh.tile_valid[16 * soft_part]);
+      const uint4 valid = *reinterpret_cast<const uint4*>(&sh.tile_valid[buffer][16 * soft_part]);
       const uint32_t valid_words[4] = {valid.x, valid.y, valid.z, valid.w};
       float top = -INFINITY;
 #pragma unroll

@@ -68,6 +68,11 @@ class KeyList {
     }
     return nullptr;
   }
+  // Whether copy() has every key of the list: the sequence starts in this step (no ring rows,
+  // no entry completed before it) and the step's rows and entries have bf16 copies.
+  __device__ bool copies_only() const {
+    return start_ == 0 && keys_.step_bf16 && (!keys_.has_compressed || keys_.entry_bf16);
+  }
   // All three steps at once.
   __device__ const uint8_t* find(int64_t j) const {
     const int32_t located = locate(j, total_);
