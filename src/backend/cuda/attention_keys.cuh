@@ -54,7 +54,8 @@ class KeyList {
     return nullptr;
   }
   // The bf16 copy of a located key (AttentionKeys::step_bf16, entry_bf16: rows of copy_bytes),
-  // null for none: a step row, or an entry whose window a row of this step completes.
+  // which exists for a step row and for an entry that a row of this step completes; null for a
+  // ring row, an entry of an earlier step, a key without one, or none.
   __device__ const uint8_t* copy(int64_t j, int32_t located, int64_t copy_bytes) const {
     if (located < 0) return nullptr;
     switch (source(j)) {

@@ -526,13 +526,13 @@ class CudaBackend final : public Backend {
                  step_entries->row_numel() * elem_bytes(step_entries->type()) == compressed->row_bytes,
              "attention", "the step's entries are not a stored row per step row");
     cuda::AttentionKeys keys{step_kv.data<uint8_t>(),
-                                   step_bytes,
-                                   view(window),
-                                   compressed ? view(*compressed) : cuda::PagedView{},
-                                   compressed != nullptr,
-                                   selected ? selected->data<int32_t>() : nullptr,
-                                   k,
-                                   selected ? k : compressed ? compressed->capacity : 0};
+                             step_bytes,
+                             view(window),
+                             compressed ? view(*compressed) : cuda::PagedView{},
+                             compressed != nullptr,
+                             selected ? selected->data<int32_t>() : nullptr,
+                             k,
+                             selected ? k : compressed ? compressed->capacity : 0};
     // The split kernels' combine rotates the output back as it writes it; after the others, a
     // rope pass over their rows does.
     auto run = [&](const RowRange& rows, cuda::AttentionKernel kernel, float* scratch) {
