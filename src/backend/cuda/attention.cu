@@ -327,10 +327,12 @@ __device__ __forceinline__ void scores_mma(const TileAddresses& at, int d, float
 template <int G, bool Wgmma>
 struct OutputTile;
 
-// Warpgroup MMA: Oᵀ (dims as M) += Kᵀ·Pᵀ, A (64 dims × 16 keys) from the key tile by transposing
-// ldmatrix, B (16 keys × G heads) P in shared memory. Warpgroup w holds dims 256w .. 256w + 255
-// as 4 m-tiles; lane (g, t) of warp i holds, in acc[m][4j + 2h + e], dim 256w + 64m + 16i + g + 8h
-// of head 8j + 2t + e. An m-tile past d is computed (on zeros) but never stored.
+// Warpgroup MMA: Oᵀ (dims as M) += Kᵀ·Pᵀ, both from shared memory: A (64 dims × 16 keys) the key
+// tile read M-major (a column block's 128-byte rows are keys, each holding 64 dims), B (16 keys ×
+// G heads) P. All 16 products of a tile go out as one group: no A registers to wait for.
+// Warpgroup w holds dims 256w .. 256w + 255 as 4 m-tiles; lane (g, t) of warp i holds, in
+// acc[m][4j + 2h + e], dim 256w + 64m + 16i + g + 8h of head 8j + 2t + e. An m-tile past d is
+// computed (on zeros) but never stored.
 template <int G>
 struct OutputTile<G, true> {
   float acc[4][G / 2] = {};
@@ -347,24 +349,22 @@ struct OutputTile<G, true> {
     }
   }
   __device__ __forceinline__ void accumulate(const TileAddresses& at, int /*d: all m-tiles run*/) {
-    const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
-    const uint32_t probs_low = swizzle128_low_word(at.probs);
+    const int wg = threadIdx.x / 128;
+    const uint32_t keys_low = swizzle128_low_word(at.keys), probs_low = swizzle128_low_word(at.probs);
+#pragma unroll
+    for (int m = 0; m < 4; ++m) wgmma_hold(acc[m]);  // the rescale's products land before the fence
+    wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kTileKeys / 16; ++ks) {
-      uint32_t a[4][4];
-      const int key = 16 * ks + (lane & 7) + 8 * (lane >> 4);
-#pragma unroll
-      for (int m = 0; m < 4; ++m)  // no guard on d (zeros past it, never stored): see scores_wgmma
-        ldmatrix_x4_trans(a[m], at.keys + tile_chunk<kTileKeys>(key, 8 * (4 * wg + m) + 2 * warp + ((lane >> 3) & 1)));
       const uint64_t b = swizzle128_descriptor_at(probs_low, 32 * ks);
 #pragma unroll
-      for (int m = 0; m < 4; ++m) wgmma_hold(acc[m]);  // the rescale's products land before the fence
-      wgmma_fence();
-#pragma unroll
-      for (int m = 0; m < 4; ++m) wgmma_bf16<G>(acc[m], a[m], b);
-      wgmma_commit();
-      wgmma_wait<0>();  // a is rewritten by the next k-step
+      for (int m = 0; m < 4; ++m) {  // no guard on d (zeros past it, never stored): see scores_wgmma
+        const uint32_t block = (4 * wg + m) * (kTileKeys * 128);  // the m-tile's 64-dim column block
+        wgmma_bf16_ss<G, true>(acc[m], swizzle128_descriptor_at(keys_low, block + ks * 16 * 128), b);
+      }
     }
+    wgmma_commit();
+    wgmma_wait<0>();
 #pragma unroll
     for (int m = 0; m < 4; ++m) wgmma_hold(acc[m]);
   }
@@ -644,9 +644,14 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     if (!any_key) continue;
 
     const TileAddresses tiles{q_tile, buffer ? stage : key_tile, prob_tile};
-    if constexpr (Wgmma) scores_wgmma<G>(tiles, score_scale, sh.scores);
-    else scores_mma<G>(tiles, d, score_scale, sh.scores);
-    __syncthreads();
+    if constexpr (Wgmma) {
+      // each warpgroup's softmax threads read the scores of its own heads alone
+      scores_wgmma<G>(tiles, score_scale, sh.scores);
+      warpgroup_barrier();
+    } else {
+      scores_mma<G>(tiles, d, score_scale, sh.scores);
+      __syncthreads();
+    }
 
     // online softmax: 4 threads per head, 16 keys each (a warp's 8 heads are all in or all out)
     if (soft_head < G) {

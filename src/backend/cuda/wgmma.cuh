@@ -1,7 +1,8 @@
 #pragma once
 // Hopper's warpgroup MMA (wgmma, sm_90a only): the four warps of a warpgroup issue one
 // asynchronous m64nNk16 product together. Here: A (64 rows × 16 k, bf16) from registers in the
-// mma.sync m16n8k16 fragment layout (warp w holds rows 16w..16w + 15), B (16 k × N columns,
+// mma.sync m16n8k16 fragment layout (warp w holds rows 16w..16w + 15) or from shared memory like
+// B, B (16 k × N columns,
 // bf16) from shared memory, K-major rows of 128 bytes in the 128-byte swizzle (16-byte unit u of
 // row r stored at unit u ^ (r % 8); 8-row groups 1024 bytes apart, the tile 1024-byte aligned),
 // f32 accumulators in the mma.sync C layout repeated over the N / 8 n-tiles of 8 columns.
@@ -42,6 +43,13 @@ __device__ __forceinline__ void fence_shared_for_async() {
 #endif
 }
 
+// A barrier of this thread's warpgroup alone, of the first two: named barrier 1 + its index (0 is
+// __syncthreads'), constant so that ptxas reserves three barriers, not all sixteen.
+__device__ __forceinline__ void warpgroup_barrier() {
+  if (threadIdx.x < 128) asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  else asm volatile("bar.sync 2, 128;\n" ::: "memory");
+}
+
 // Keeps the compiler from moving accesses of these registers across the asynchronous products.
 template <int N>
 __device__ __forceinline__ void wgmma_hold(float (&d)[N]) {
@@ -63,20 +71,13 @@ __device__ __forceinline__ uint64_t swizzle128_descriptor_at(uint32_t low_word, 
   return (uint64_t((1024 >> 4) | (1u << 30)) << 32) | (low_word + (bytes >> 4));
 }
 
-// d[N / 2] += A (registers a[4]) · B (descriptor b): m64nNk16 (N = 16, 64 or 128), bf16 inputs, f32
+// d[N / 2] += A (registers a[4]) · B (descriptor b): m64nNk16 (N = 64 or 128), bf16 inputs, f32
 // accumulators.
 template <int N>
 __device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b) {
-  static_assert(N == 16 || N == 64 || N == 128, "the instances written out");
+  static_assert(N == 64 || N == 128, "the instances written out");
 #if TETRA_WGMMA
-  if constexpr (N == 16)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-  else if constexpr (N == 128)
+  if constexpr (N == 128)
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
@@ -110,27 +111,40 @@ __device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], const uint32_t (&a
 #endif
 }
 
-// d[N / 2] += A (descriptor a: 64 rows × 16 k, K-major like B) · B (descriptor b): m64nNk16 with both
-// operands in shared memory (N = 16 or 32), bf16 inputs, f32 accumulators.
-template <int N>
+// d[N / 2] += A (descriptor a: 64 rows × 16 k) · B (descriptor b): m64nNk16 with both operands in
+// shared memory (N = 16, 32 or 64), bf16 inputs, f32 accumulators. A is K-major like B, or with
+// TransA M-major: the 64 rows are the 64 values of a 128-byte row, the 16 k two 8-row groups
+// 1024 bytes apart (the same descriptor fields, so the same tile serves as A and as Aᵀ).
+template <int N, bool TransA = false>
 __device__ __forceinline__ void wgmma_bf16_ss(float (&d)[N / 2], uint64_t a, uint64_t b) {
-  static_assert(N == 16 || N == 32, "the instances written out");
+  static_assert(N == 16 || N == 32 || N == 64, "the instances written out");
 #if TETRA_WGMMA
   if constexpr (N == 16)
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, 0;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-        : "l"(a), "l"(b), "r"(1));
-  else
+        : "l"(a), "l"(b), "r"(1), "n"(TransA ? 1 : 0));
+  else if constexpr (N == 32)
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, 0;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
           "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(a), "l"(b), "r"(1));
+        : "l"(a), "l"(b), "r"(1), "n"(TransA ? 1 : 0));
+  else if constexpr (N == 64)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+        "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b), "r"(1), "n"(TransA ? 1 : 0));
 #else
   __trap();
 #endif
