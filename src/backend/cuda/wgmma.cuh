@@ -1,11 +1,11 @@
 #pragma once
 // Hopper's warpgroup MMA (wgmma, sm_90a only): the four warps of a warpgroup issue one
 // asynchronous m64nNk16 product together. Here: A (64 rows × 16 k, bf16) from registers in the
-// mma.sync m16n8k16 fragment layout (warp w holds rows 16w..16w + 15) or from shared memory like
-// B, B (16 k × N columns,
-// bf16) from shared memory, K-major rows of 128 bytes in the 128-byte swizzle (16-byte unit u of
-// row r stored at unit u ^ (r % 8); 8-row groups 1024 bytes apart, the tile 1024-byte aligned),
-// f32 accumulators in the mma.sync C layout repeated over the N / 8 n-tiles of 8 columns.
+// mma.sync m16n8k16 fragment layout (warp w holds rows 16w..16w + 15) or from shared memory as B
+// is; B (16 k × N columns, bf16) from shared memory, K-major rows of 128 bytes in the 128-byte
+// swizzle (16-byte unit u of row r stored at unit u ^ (r % 8); 8-row groups 1024 bytes apart,
+// the tile 1024-byte aligned), f32 accumulators in the mma.sync C layout repeated over the N / 8
+// n-tiles of 8 columns.
 // The rules the PTX ISA sets: wgmma_fence() before a product whose A or accumulator registers
 // were written since the last one; the A registers and accumulators stay untouched until a
 // wgmma_wait() covers the product's group; shared memory written by threads needs
