@@ -127,6 +127,11 @@ Model::Model(const ModelConfig& config, const ModelWeights& w, Backend& backend,
 
 Model::~Model() = default;
 
+void Model::release_cache() {
+  graphs_.clear();
+  cache_->release_pool();
+}
+
 SequenceState Model::new_sequence() const { return SequenceState(cache_); }
 
 const PagedLayout& Model::cache_layout() const { return cache_->layout(); }

@@ -42,6 +42,9 @@ class Model {
   const PagedLayout& cache_layout() const;
   // Takes the cache pool's memory for `blocks` blocks now (a GPU server sizes it at start-up).
   void reserve_cache(int64_t blocks) { cache_->reserve_pool(blocks); }
+  // Gives the cache pool's memory back (no sequence may hold blocks) with the decode graphs that
+  // hold its addresses: what a benchmark's prefill needs after its long-context decode points.
+  void release_cache();
 
   // Decode steps as recorded graphs (on by default; eager when off or on a backend without them).
   void set_decode_graphs(bool on) { decode_graphs_ = on; }

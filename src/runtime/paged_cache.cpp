@@ -102,6 +102,17 @@ void PagedCache::reserve_pool(int64_t blocks) {
   if (blocks > pool_blocks_) grow_pool(blocks - pool_blocks_);
 }
 
+void PagedCache::release_pool() {
+  std::lock_guard lock(mutex_);
+  if (int64_t(free_blocks_.size()) != pool_blocks_)
+    runtime_error("paged cache: the pool cannot be released while sequences hold ", pool_blocks_ - int64_t(free_blocks_.size()),
+                  " of its blocks");
+  pool_ = Tensor();
+  free_blocks_.clear();
+  pool_blocks_ = 0;
+  ++generation_;
+}
+
 void PagedCache::grow_pool(int64_t extra) {
   const int64_t bytes = layout_.block_bytes();
   if (int64_t(free_blocks_.size()) == pool_blocks_) {

@@ -26,6 +26,8 @@ class PagedCache {
   void reserve(int32_t slot, int64_t stream, int64_t rows);
   // Takes the pool to at least `blocks` blocks now, so that it need not grow (and copy) later.
   void reserve_pool(int64_t blocks);
+  // Gives the pool's memory back to the backend; no slot may hold blocks.
+  void release_pool();
   // Zeros every block the slot holds (blocks come back from other sequences as they left them:
   // a sequence sized without running its tokens must not read their rows).
   void zero_blocks(int32_t slot);

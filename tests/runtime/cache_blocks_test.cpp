@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "backend/backend.h"
+#include "core/error.h"
 #include "runtime/paged_cache.h"
 #include "support/tiny_checkpoint.h"
 
@@ -79,6 +80,26 @@ TEST(CacheBlocks, PoolGrowsAroundLiveBlocksAndAnewWhenIdle) {
   const int32_t b = cache.acquire_slot();
   cache.reserve(b, 0, 1);
   EXPECT_EQ(cache.blocks_in_use(), 1);
+}
+
+// Releasing gives the whole pool back, refused while a slot holds blocks; the next use takes a new one.
+TEST(CacheBlocks, PoolReleasedOnlyWhenIdle) {
+  const ModelConfig c = testing::tiny_config();
+  const auto cpu = make_backend("cpu");
+  PagedCache cache(*cpu, PagedLayout(c, KvCacheDtype::fp8, IndexerCacheDtype::fp4, c.n_layers));
+  const int32_t a = cache.acquire_slot();
+  cache.reserve(a, 0, 1);
+  EXPECT_THROW(cache.release_pool(), Error);
+  EXPECT_EQ(cache.blocks_in_use(), 1);
+  cache.release_slot(a);
+  const uint64_t generation = cache.generation();
+  cache.release_pool();
+  EXPECT_GT(cache.generation(), generation);
+  EXPECT_TRUE(cache.rows(0).pool.empty());
+  const int32_t b = cache.acquire_slot();
+  cache.reserve(b, 0, 1);
+  EXPECT_EQ(cache.blocks_in_use(), 1);
+  EXPECT_GE(cache.rows(0).pool.rows(), 1);
 }
 
 TEST(CacheBlocks, PoolRefusesBeyondItsSize) {
