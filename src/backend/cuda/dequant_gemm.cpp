@@ -18,12 +18,11 @@ void* DequantGemm::scratch(size_t bytes) {
 }
 
 void DequantGemm::gemm(int64_t m, int64_t n, int64_t k, float alpha, const void* w, const void* b, int64_t ldb,
-                       OperandType type, float* c, int64_t ldc) {
+                       OperandType type, float* c, int64_t ldc, float beta) {
   // Column-major view of the row-major y = x·wᵀ: C[m, n] = W[k, m]ᵀ · X[k, n].
   const cudaDataType_t dt = type == OperandType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
   // Pedantic f32: never TF32, whatever NVIDIA_TF32_OVERRIDE says (exact mode must stay f32).
   const cublasComputeType_t compute = type == OperandType::bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
-  const float beta = 0;
   TETRA_CUBLAS_CHECK(cublasGemmEx(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(n), int(k), &alpha, w, dt, int(k),
                                   b, dt, int(ldb), &beta, c, CUDA_R_32F, int(ldc), compute, CUBLAS_GEMM_DEFAULT));
 }
@@ -31,9 +30,14 @@ void DequantGemm::gemm(int64_t m, int64_t n, int64_t k, float alpha, const void*
 void DequantGemm::linear(const WeightRef& w, float alpha, const float* x, int64_t n, int64_t groups, bool round_input,
                          float* y, const void* rounded) {
   if (n == 0 || w.out == 0) return;
+  const int64_t width = groups * w.in, per_group = w.out / groups;
+  if (!round_input && w.format == WeightFormat::dense && w.weight_dtype == DType::bf16 && (n * width) % 4 == 0 &&
+      reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    exact_on_tensor_cores(w, alpha, x, n, groups, y);
+    return;
+  }
   const OperandType type = round_input ? OperandType::bf16 : OperandType::f32;
   const size_t bytes = operand_bytes(type);
-  const int64_t width = groups * w.in, per_group = w.out / groups;
   PoolBuffer own_rounding;
   const void* b = x;
   if (round_input && rounded) {
@@ -58,6 +62,20 @@ void DequantGemm::linear(const WeightRef& w, float alpha, const float* x, int64_
       gemm(rows, n, w.in, alpha, tile, static_cast<const std::byte*>(b) + size_t(g * w.in) * bytes, width, type, y + row0,
            w.out);
     }
+}
+
+void DequantGemm::exact_on_tensor_cores(const WeightRef& w, float alpha, const float* x, int64_t n, int64_t groups,
+                                        float* y) {
+  const int64_t width = groups * w.in, per_group = w.out / groups, count = n * width;
+  PoolBuffer parts(size_t(3 * count) * operand_bytes(OperandType::bf16), stream_);
+  split_to_bf16x3(x, count, parts.get(), stream_);
+  for (int64_t g = 0; g < groups; ++g) {
+    const void* tile = static_cast<const std::byte*>(w.weight) + size_t(g * per_group * w.in) * 2;
+    // the smallest part first: each later sum rounds once, relative to a larger total
+    for (int p = 2; p >= 0; --p)
+      gemm(per_group, n, w.in, alpha, tile, static_cast<const std::byte*>(parts.get()) + size_t(p * count + g * w.in) * 2,
+           width, OperandType::bf16, y + g * per_group, w.out, p == 2 ? 0.0f : 1.0f);
+  }
 }
 
 void DequantGemm::multiply(std::initializer_list<WeightRef> ws, float alpha, const void* a, OperandType type, int64_t rows,

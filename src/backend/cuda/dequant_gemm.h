@@ -2,8 +2,10 @@
 // The tensor-core path for many rows (prefill): cuBLAS GEMMs over weights that stay in their
 // checkpoint format. Each call dequantizes the weight a tile of rows at a time into a scratch
 // buffer owned here (grown to the largest tile seen, never a copy of the model), then multiplies
-// with cuBLAS: bf16 × bf16 with f32 accumulation and f32 output, or f32 throughout when the
-// layer's input is not rounded to bf16 (exact mode, router, head).
+// with cuBLAS: bf16 × bf16 with f32 accumulation and f32 output. A layer whose input is not
+// rounded to bf16 (exact mode, router, head) gets f32 products: against bf16 weights the input
+// splits into three bf16 parts that sum to it exactly (three bf16 GEMMs into one f32 sum, on the
+// tensor cores), other weights dequantize to f32 for an f32 GEMM.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -38,9 +40,11 @@ class DequantGemm {
 
  private:
   void* scratch(size_t bytes);
-  // c[n, m] (pitch ldc) = alpha · b[n, k] (pitch ldb) · w[m, k]ᵀ
+  // linear() of an f32 input against a bf16 weight, read in place
+  void exact_on_tensor_cores(const WeightRef& w, float alpha, const float* x, int64_t n, int64_t groups, float* y);
+  // c[n, m] (pitch ldc) = alpha · b[n, k] (pitch ldb) · w[m, k]ᵀ + beta · c
   void gemm(int64_t m, int64_t n, int64_t k, float alpha, const void* w, const void* b, int64_t ldb, OperandType type,
-            float* c, int64_t ldc);
+            float* c, int64_t ldc, float beta = 0.0f);
 
   cudaStream_t stream_;
   CublasHandle cublas_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/bf16_codes.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/formats.cuh"
 #include "backend/cuda/fp4_layout.h"
@@ -145,6 +146,18 @@ __global__ void round8_kernel(const float4* x, int64_t groups, uint4* out) {
   }
 }
 
+// x[i] = plane 0 + plane 1 + plane 2 exactly (each plane `count` bf16 values), four values a thread.
+__global__ void split3_kernel(const float4* x, int64_t quads, uint2* out) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < quads; k += int64_t(gridDim.x) * blockDim.x) {
+    const float4 v = x[k];
+    uint32_t low[3], high[3];
+    activation_pairs<3>(v.x, v.y, low);
+    activation_pairs<3>(v.z, v.w, high);
+#pragma unroll
+    for (int p = 0; p < 3; ++p) out[p * quads + k] = make_uint2(low[p], high[p]);
+  }
+}
+
 template <class T>
 __global__ void gather_kernel(const float* x, int64_t width, const int32_t* order, int64_t rows, int64_t k, T* out) {
   const int64_t n = rows * width;
@@ -180,6 +193,15 @@ void round_to_bf16(const float* x, int64_t count, void* out, cudaStream_t stream
                                                                static_cast<uint4*>(out));
   else
     round_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, count, static_cast<__nv_bfloat16*>(out));
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+void split_to_bf16x3(const float* x, int64_t count, void* out, cudaStream_t stream) {
+  if (count == 0) return;
+  if (count % 4 != 0 || (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(out)) % 16 != 0)
+    runtime_error("cuda split_to_bf16x3: ", count, " values at unaligned addresses (needs a multiple of 4, 16-byte aligned)");
+  split3_kernel<<<grid_for(count / 4), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(x), count / 4,
+                                                             static_cast<uint2*>(out));
   TETRA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -23,6 +23,11 @@ void dequantize_rows(const WeightRef& w, int64_t row0, int64_t rows, OperandType
 // out[i] = bf16(x[i]) for i < count (round to nearest even, as the decode kernels see x).
 void round_to_bf16(const float* x, int64_t count, void* out, cudaStream_t stream);
 
+// out = three planes of `count` bf16 values whose sum is x exactly (count a multiple of 4, both
+// 16-byte aligned): an f32 operand for bf16 tensor-core GEMMs, each product of a plane and a bf16
+// weight exact in f32.
+void split_to_bf16x3(const float* x, int64_t count, void* out, cudaStream_t stream);
+
 // out row i = x row (order[i] / k) (width values), as `type`: the expert-sorted A operand.
 void gather_expert_rows(const float* x, int64_t width, const int32_t* order, int64_t rows, int64_t k, OperandType type,
                  void* out, cudaStream_t stream);
