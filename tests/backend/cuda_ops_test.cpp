@@ -742,6 +742,38 @@ TEST_F(CudaOps, HyperConnections) {
   }
 }
 
+// The tiled mix pass (from 64 rows): every row equals its computation alone (the one-row kernels),
+// bit for bit, wherever its tile falls and however the kernel maps rows to lanes (HyperConnections
+// checks the first row only).
+TEST_F(CudaOps, HyperConnectionsRowsOfManyTiles) {
+  ModelConfig c = testing::tiny_config();
+  c.dim = 2500;  // 40 slices a row
+  const int64_t hc = c.hc_mult, flat = hc * c.dim, mix = (2 + hc) * hc, n = 2000;
+  const auto h = random_values(size_t(n * flat), rng), fn = random_values(size_t(mix * flat), rng, 0.05f);
+  const auto base = random_values(size_t(mix), rng), scale = random_values(3, rng);
+  const auto norm = random_values(size_t(c.dim), rng);
+  Backend& g = *be->gpu;
+  const Tensor fn_t = g.upload(fn, {mix, flat}), base_t = g.upload(base, {mix}), scale_t = g.upload(scale, {3});
+  const Tensor norm_t = g.upload(norm, {c.dim});
+  auto rows = [&](int64_t from, int64_t count) {
+    const MixWeights m = g.hc_pre(g.upload(std::vector<float>(h.begin() + from * flat, h.begin() + (from + count) * flat),
+                                           {count, flat}),
+                                  fn_t, base_t, scale_t, norm_t, c);
+    return std::vector<std::vector<float>>{g.download(m.x), g.download(m.post), g.download(m.comb)};
+  };
+  const auto all = rows(0, n);
+  const int64_t widths[] = {c.dim, hc, hc * hc};
+  std::vector<int64_t> picks;  // every 97th row (each place in a tile of 32 or 64 rows) and the last
+  for (int64_t r = 0; r < n; r += 97) picks.push_back(r);
+  picks.push_back(n - 1);
+  for (const int64_t r : picks) {
+    const auto alone = rows(r, 1);
+    for (size_t i = 0; i < alone.size(); ++i)
+      EXPECT_EQ(alone[i], std::vector<float>(all[i].begin() + r * widths[i], all[i].begin() + (r + 1) * widths[i]))
+          << "hc_pre output " << i << " of row " << r << " alone and among " << n << " rows";
+  }
+}
+
 // ---- MoE routing (identical selections) and experts
 // Expert counts of each register width of the router kernel (8, 16, 32 a lane; some not a
 // multiple of 32), and logits on a coarse grid so that many scores tie (the lower index wins).
