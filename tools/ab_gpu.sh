@@ -5,13 +5,13 @@
 # the others in copies under /tmp/tetra-ab-src, built at the same time), then the benchmarks run
 # in rounds, every variant once a round (A B C A B C ...): the card drifts by a few per cent
 # within a call, and a variant measured only after A reads that drift as its own.
-# Per variant: the GPU tests (patched variants; TETRA_AB_TESTS=2: A too, 0: none); per variant and
-# round: `tetra bench` (20 layers of V4-Flash, batch 1 and 32 at 4k, a prefill of 8192), the
-# linear (graph-timed, M = 1), small-ops, attention and indexer kernel benches. Logs and JSON go to
-# /tmp/tetra-ab/<variant>/<round>/, packed into $OUT/ab.tar.gz after each round when $OUT is set
-# (a device call returns only a few files); a table of the headline figures (with the indexer's
-# and the small ops' one-row times), each round's and their mean, comes last. Make a patch here
-# with `git diff main...BRANCH > .gpu_carry/x.patch`.
+# Per variant: the GPU tests (patched variants; TETRA_AB_TESTS=2: A too, 0: none, "B D": those); per
+# variant and round: `tetra bench` (20 layers of V4-Flash, batch 1 and 32 at 4k, a prefill of 8192),
+# the linear (graph-timed, M = 1), small-ops, attention and indexer kernel benches. Logs and JSON go
+# to /tmp/tetra-ab/<variant>/<round>/, packed into $OUT/ab.tar.gz after each round when $OUT is set
+# (a device call returns only a few files); a table of the headline figures (with the indexer's and
+# the small ops' one-row times), each round's and their mean, comes last. Make a patch here with
+# `git diff main...BRANCH > .gpu_carry/x.patch`.
 # Usage: tools/ab_gpu.sh [PATCH...]
 # Settings: TETRA_AB_LAYERS (20), TETRA_AB_CONTEXTS ("4096"; e.g. "4096 1048575"), TETRA_AB_PREFILL
 # (8192; 0 for none), TETRA_AB_TESTS (1), TETRA_AB_ROUNDS (2), TETRA_AB_BENCHES (which of
@@ -53,8 +53,16 @@ configure_and_build() {
     -DCMAKE_CUDA_ARCHITECTURES="${TETRA_CUDA_ARCHS:-90a}" >"$out/$name/build.log" 2>&1 &&
     ninja -C "$dir" "${targets[@]}" >>"$out/$name/build.log" 2>&1
 }
-# runs_tests NAME: whether the variant's GPU tests run (TETRA_AB_TESTS: 1 the patched ones, 2 all)
-runs_tests() { { [ "$1" != A ] && [ "$tests" -ge 1 ]; } || [ "$tests" = 2 ]; }
+# runs_tests NAME: whether the variant's GPU tests run (TETRA_AB_TESTS: 1 the patched ones, 2 all,
+# 0 none, or the variants' letters, e.g. "B D": ~70 s a variant, which a 600 s call may not spare)
+runs_tests() {
+  case "$tests" in
+    0) return 1 ;;
+    1) [ "$1" != A ] ;;
+    2) return 0 ;;
+    *) [[ " $tests " == *" $1 "* ]] ;;
+  esac
+}
 
 names=(A)
 declare -A build=([A]=$PWD/build-gpu)
