@@ -1165,6 +1165,8 @@ TEST_F(CudaOps, PagedStateOps) {
 // ---- attention at V4 geometry (64 heads × 512 dims, rope 64, window 128, 512 CSA picks, HCA
 // ratio 128): one step of rows of several sequences: a first token, decode rows, a chunk whose
 // window spans the ring and the step, a row whose HCA list takes several key tiles per split, a
+// shorter one that takes more splits than the longest list would (15 tiles: 15 splits of one,
+// where 17 tiles take 9 of two), a
 // run long enough for the whole-list kernel (completing CSA entries and HCA's first), a sequence
 // that starts in the step (every key in the step: copied straight into the key tiles); CSA picks
 // with empty (-1) entries; fp8 and f32 caches. The exact backend within 1e-4 of the CPU, the
@@ -1182,7 +1184,7 @@ TEST_F(CudaOps, AttentionAtV4Geometry) {
   struct Sequence {
     int64_t cached, rows;
   };
-  const std::vector<Sequence> seqs{{0, 1}, {300, 1}, {1000, 5}, {120000, 1}, {100, 70}, {5000, 3}, {0, 140}};
+  const std::vector<Sequence> seqs{{0, 1}, {300, 1}, {1000, 5}, {120000, 1}, {100, 70}, {5000, 3}, {0, 140}, {100000, 1}};
   std::vector<int64_t> tokens, runs, row0;
   std::vector<int32_t> slot, pos, start, last, first;
   for (size_t i = 0; i < seqs.size(); ++i) {

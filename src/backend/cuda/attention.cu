@@ -804,6 +804,13 @@ __global__ void bf16_rows_kernel(const uint8_t* rows, int64_t n, int64_t row_byt
 int64_t max_keys(const AttentionParams& p, const AttentionKeys& keys) {
   return p.window + (keys.has_compressed ? keys.max_entries : 0);
 }
+// The splits a launch makes room for (grid and scratch): as many as any row of up to max_keys
+// keys uses. Not split_count(max_keys): a row's count is not monotonic in its keys (16 tiles
+// take 16 splits, 17 take 9), so a shorter row may use more splits than the longest possible.
+int64_t launch_splits(const AttentionParams& p, const AttentionKeys& keys) {
+  const int64_t tiles = tiles_of(max_keys(p, keys));
+  return tiles < kMaxSplits ? (tiles > 0 ? tiles : 1) : kMaxSplits;
+}
 
 }  // namespace
 
@@ -832,7 +839,7 @@ void attention_bf16_rows(const uint8_t* rows, int64_t n, int64_t row_bytes, cons
 }
 
 int64_t attention_split_floats(int64_t rows, const AttentionParams& p, const AttentionKeys& keys) {
-  return rows * p.heads * split_count(max_keys(p, keys)) * (p.d + 2);
+  return rows * p.heads * launch_splits(p, keys) * (p.d + 2);
 }
 
 bool attention_warpgroup_mma_supported() {
@@ -858,7 +865,7 @@ void paged_attention(const float* q, const AttentionKeys& keys, const float* sin
     runtime_error("cuda attention: head_dim ", p.d, ", rope_dim ", p.rope_dim, ", rows of ", keys.step_bytes,
                   " bytes do not fit the tensor-core kernel");
   const bool split = kernel == AttentionKernel::tensor_cores_split;
-  const int64_t splits = split ? split_count(max_keys(p, keys)) : 1;
+  const int64_t splits = split ? launch_splits(p, keys) : 1;
   // Both head groupings give every score, probability and output the same sums in the same
   // order (bit-identical), so the choice may follow the step's row count.
   const int group_heads = split && count <= kFewRows ? kDecodeHeads : kPrefillHeads;
