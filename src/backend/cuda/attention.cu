@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "backend/cuda/attention_keys.cuh"
+#include "backend/cuda/attention_splits.h"
 #include "backend/cuda/bf16_codes.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
@@ -104,12 +105,13 @@ constexpr int kTcWarps = 8, kTcThreads = 32 * kTcWarps;
 // the q rows, mmas and output (64-head blocks took ~23 µs for one row's one or two tiles).
 constexpr int kPrefillHeads = 64, kDecodeHeads = 16;
 constexpr int64_t kFewRows = 8;
-constexpr int kTileKeys = 64;            // keys per tile: S and P are [G heads, 64 keys]
+constexpr int kTileKeys = kAttentionTileKeys;  // keys per tile: S and P are [G heads, 64 keys]
 constexpr int kDimChunks = kMaxDim / 8;  // 16-byte chunks of a bf16 row
 constexpr int kStageBytes = 64 * 1024;  // stored key rows in flight: a tile of bf16 or fp8 rows, half a tile of f32
 constexpr int kScoreStride = 68;        // floats per S row: the transposed fragments' stores hit distinct banks
-// A row of short runs splits its key list into at most kMaxSplits blocks of whole tiles.
-constexpr int64_t kMaxSplits = 16;
+// A row of short runs splits its key list into at most kMaxSplits blocks of whole tiles
+// (attention_splits.h).
+constexpr int64_t kMaxSplits = kAttentionMaxSplits;
 
 // The bf16 tiles (q: G rows, keys: 64 rows, of up to 512 values; P: G rows of 64) in the layout
 // warpgroup MMA reads (wgmma.cuh): 64-value column blocks of Rows 128-byte rows one after the
@@ -145,17 +147,6 @@ static_assert(offsetof(TcShared<kPrefillHeads>, keys) % 1024 == 0 && offsetof(Tc
                   offsetof(TcShared<kDecodeHeads>, keys) % 1024 == 0 && offsetof(TcShared<kDecodeHeads>, probs) % 1024 == 0 &&
                   offsetof(TcShared<kPrefillHeads>, stage) % 16 == 0 && offsetof(TcShared<kDecodeHeads>, stage) % 16 == 0,
               "tiles at 1024 bytes, stage rows at 16");
-
-__host__ __device__ int64_t tiles_of(int64_t keys) { return (keys + kTileKeys - 1) / kTileKeys; }
-// Tiles per split: the fewest that keep the splits at kMaxSplits; a rule of the key count alone,
-// so that a row's sums never depend on what shares its step.
-__host__ __device__ int64_t split_tiles(int64_t keys) {
-  const int64_t t = (tiles_of(keys) + kMaxSplits - 1) / kMaxSplits;
-  return t > 0 ? t : 1;
-}
-__host__ __device__ int64_t split_count(int64_t keys) {
-  return (tiles_of(keys) + split_tiles(keys) - 1) / split_tiles(keys);
-}
 
 // Elements 8c .. 8c+7 (8c < d) of a stored row of format F as bf16 (exact for bf16 and fp8_kv,
 // f32 rounded to nearest).
@@ -804,13 +795,6 @@ __global__ void bf16_rows_kernel(const uint8_t* rows, int64_t n, int64_t row_byt
 int64_t max_keys(const AttentionParams& p, const AttentionKeys& keys) {
   return p.window + (keys.has_compressed ? keys.max_entries : 0);
 }
-// The splits a launch makes room for (grid and scratch): as many as any row of up to max_keys
-// keys uses. Not split_count(max_keys): a row's count is not monotonic in its keys (16 tiles
-// take 16 splits, 17 take 9), so a shorter row may use more splits than the longest possible.
-int64_t launch_splits(const AttentionParams& p, const AttentionKeys& keys) {
-  const int64_t tiles = tiles_of(max_keys(p, keys));
-  return tiles < kMaxSplits ? (tiles > 0 ? tiles : 1) : kMaxSplits;
-}
 
 }  // namespace
 
@@ -839,7 +823,7 @@ void attention_bf16_rows(const uint8_t* rows, int64_t n, int64_t row_bytes, cons
 }
 
 int64_t attention_split_floats(int64_t rows, const AttentionParams& p, const AttentionKeys& keys) {
-  return rows * p.heads * launch_splits(p, keys) * (p.d + 2);
+  return rows * p.heads * launch_splits(max_keys(p, keys)) * (p.d + 2);
 }
 
 bool attention_warpgroup_mma_supported() {
@@ -865,7 +849,7 @@ void paged_attention(const float* q, const AttentionKeys& keys, const float* sin
     runtime_error("cuda attention: head_dim ", p.d, ", rope_dim ", p.rope_dim, ", rows of ", keys.step_bytes,
                   " bytes do not fit the tensor-core kernel");
   const bool split = kernel == AttentionKernel::tensor_cores_split;
-  const int64_t splits = split ? launch_splits(p, keys) : 1;
+  const int64_t splits = split ? launch_splits(max_keys(p, keys)) : 1;
   // Both head groupings give every score, probability and output the same sums in the same
   // order (bit-identical), so the choice may follow the step's row count.
   const int group_heads = split && count <= kFewRows ? kDecodeHeads : kPrefillHeads;
