@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <new>
+#include <string_view>
 
 #include "backend/backend.h"
 #include "bench/geometry.h"
@@ -101,8 +102,14 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
   r.load_seconds = seconds_since(t0);
   log << "loaded in " << r.load_seconds << " s\n";
 
-  SplitMix64 ids(o.seed ^ 0x1d5);
-  auto random_tokens = [&](int64_t n) {
+  // Each point draws its tokens from a stream of its own (the seed, the point's kind and shape), so
+  // that what it measures never depends on the points before it: one shared stream gave the
+  // batch-32 point other tokens after a batch-1 point than alone (docs/perf.md, thirty-fifth run).
+  auto token_stream = [&](std::string_view kind, int64_t batch, int64_t context) {
+    const int64_t shape[] = {batch, context};
+    return SplitMix64(stream_seed(o.seed, shape, kind));
+  };
+  auto random_tokens = [&](SplitMix64& ids, int64_t n) {
     std::vector<int32_t> t(static_cast<size_t>(n));
     for (auto& id : t) id = int32_t(ids.next() % uint64_t(c.vocab_size));
     return t;
@@ -131,10 +138,11 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
           model->resize(states.back(), ctx, o.steps + 1);
         }
         for (auto& s : states) active.push_back(&s);
+        SplitMix64 ids = token_stream("decode tokens", batch, ctx);
         std::optional<ProfiledRegion> profiled;  // the timed steps, for a profiler (tools/profile_decode.sh)
         for (int64_t step = 0; step <= o.steps; ++step) {
           std::vector<std::vector<int32_t>> tokens;
-          for (int64_t s = 0; s < batch; ++s) tokens.push_back(random_tokens(1));
+          for (int64_t s = 0; s < batch; ++s) tokens.push_back(random_tokens(ids, 1));
           finish();
           const auto s0 = Clock::now();
           model->step(active, tokens);
@@ -156,9 +164,10 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
     p.flops = prefill_flops(c, o.prefill);
     log << "prefill: " << o.prefill << " tokens\n";
     recorded(p.error, log, [&] {
+      SplitMix64 ids = token_stream("prefill tokens", 1, o.prefill);
       {  // warm-up: first-use work (expert tables, pools) stays out of the timing
         SequenceState s = model->new_sequence();
-        model->step({&s}, {random_tokens(std::min<int64_t>(o.prefill, 2 * c.window))},
+        model->step({&s}, {random_tokens(ids, std::min<int64_t>(o.prefill, 2 * c.window))},
                     LogitRows::last_of_each_sequence);
         finish();
       }
@@ -166,7 +175,7 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
       double spent = 0;
       while (p.seconds.size() < 3 && spent < 10) {
         SequenceState s = model->new_sequence();
-        const std::vector<std::vector<int32_t>> tokens{random_tokens(o.prefill)};
+        const std::vector<std::vector<int32_t>> tokens{random_tokens(ids, o.prefill)};
         finish();
         std::optional<ProfiledRegion> profiled;  // the first timed prefill, for a profiler
         if (p.seconds.empty()) profiled.emplace(o.device);
