@@ -93,6 +93,7 @@ json report_json(const BenchReport& r, const std::string& command, const std::st
       p["samples"] = d.step_seconds;
       p["tokens_per_s"] = double(d.batch) / s;
       p["step_over_floor"] = s / floor_seconds(r, d);
+      p["logits_digest"] = digest_hex(d.logits_digest);
       p["error"] = nullptr;
     } else {
       p["step_seconds"] = nullptr;
@@ -114,6 +115,7 @@ json report_json(const BenchReport& r, const std::string& command, const std::st
       q["tokens_per_s"] = double(p.tokens) / s;
       q["bf16_rate_fraction"] = r.ceilings.matrix_flops_per_s ? json(p.flops.total() / s / *r.ceilings.matrix_flops_per_s)
                                                               : json(nullptr);
+      q["logits_digest"] = digest_hex(p.logits_digest);
       q["error"] = nullptr;
     } else {
       q["seconds"] = nullptr;

@@ -1,7 +1,9 @@
 #include "bench/bench_runner.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
+#include <cstdio>
 #include <new>
 #include <string_view>
 
@@ -50,6 +52,21 @@ void recorded(std::string& error, std::ostream& log, F&& f) {
 }
 
 }  // namespace
+
+uint64_t logits_digest(const std::vector<float>& logits) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const float v : logits) {
+    const auto bits = std::bit_cast<uint32_t>(v);
+    for (int byte = 0; byte < 4; ++byte) h = (h ^ ((bits >> (8 * byte)) & 0xFF)) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string digest_hex(uint64_t digest) {
+  char s[17];
+  std::snprintf(s, sizeof s, "%016llx", static_cast<unsigned long long>(digest));
+  return s;
+}
 
 double DecodeResult::median_seconds() const { return median(step_seconds); }
 double PrefillResult::median_seconds() const { return median(seconds); }
@@ -145,13 +162,17 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
           for (int64_t s = 0; s < batch; ++s) tokens.push_back(random_tokens(ids, 1));
           finish();
           const auto s0 = Clock::now();
-          model->step(active, tokens);
+          const Model::StepOutput out = model->step(active, tokens);
           finish();
           if (step > 0) d.step_seconds.push_back(seconds_since(s0));  // step 0 warms up
           if (step == 0) profiled.emplace(o.device);
+          if (step == o.steps) {
+            profiled.reset();  // the download is not a step's work
+            d.logits_digest = logits_digest(be.download(out.logits));
+          }
         }
       });
-      if (d.error.empty()) log << "  " << d.median_seconds() * 1e3 << " ms per step\n";
+      if (d.error.empty()) log << "  " << d.median_seconds() * 1e3 << " ms per step, logits " << digest_hex(d.logits_digest) << "\n";
       r.decode.push_back(std::move(d));
       if (on_result) on_result(r);
     }
@@ -180,13 +201,15 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
         std::optional<ProfiledRegion> profiled;  // the first timed prefill, for a profiler
         if (p.seconds.empty()) profiled.emplace(o.device);
         const auto s0 = Clock::now();
-        model->step({&s}, tokens, LogitRows::last_of_each_sequence);  // as a server's prefill
+        const Model::StepOutput out = model->step({&s}, tokens, LogitRows::last_of_each_sequence);  // as a server's prefill
         finish();
         p.seconds.push_back(seconds_since(s0));
+        profiled.reset();
+        p.logits_digest = logits_digest(be.download(out.logits));
         spent += p.seconds.back();
       }
     });
-    if (p.error.empty()) log << "  " << p.median_seconds() << " s\n";
+    if (p.error.empty()) log << "  " << p.median_seconds() << " s, logits " << digest_hex(p.logits_digest) << "\n";
     r.prefill = std::move(p);
     if (on_result) on_result(r);
   };

@@ -36,6 +36,7 @@ struct DecodeResult {
   std::vector<double> step_seconds;  // one per timed step
   DecodeBytes floor_bytes;
   std::string error;                 // why the point could not run (e.g. out of memory)
+  uint64_t logits_digest = 0;        // of the last timed step's logits (logits_digest)
   double median_seconds() const;
 };
 
@@ -44,8 +45,14 @@ struct PrefillResult {
   std::vector<double> seconds;  // one per timed run
   PrefillFlops flops;
   std::string error;
+  uint64_t logits_digest = 0;  // of the last timed run's logits (logits_digest)
   double median_seconds() const;
 };
+
+// FNV-1a over the bits of every logit: equal digests, the same step computed bit for bit (two
+// builds of a change meant to keep the bits, or one point measured in two runs).
+uint64_t logits_digest(const std::vector<float>& logits);
+std::string digest_hex(uint64_t digest);  // 16 hex digits
 
 // 1M-token sequences beside the whole model's weights (all layers of the geometry).
 struct CapacityResult {

@@ -80,6 +80,32 @@ TEST_F(BenchCli, HeadlineComparesBatch32WithBatch1) {
   EXPECT_GT(h["decode_b32_floor_over_b1_floor"].get<double>(), 1.0);
 }
 
+// A point's logits digest is its step computed bit for bit: the same point gives the same digest
+// whatever points run before it (each draws its tokens from a stream of its own), and another point
+// (other tokens, another batch) another one.
+TEST_F(BenchCli, APointsLogitsDoNotDependOnThePointsBeforeIt) {
+  auto digests = [&](const std::string& batches, const std::string& name) {
+    const fs::path out = dir_ / name;
+    const auto r = bench("--batch " + batches + " --context 21 --prefill 16 --steps 1 --json " + out.string());
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("logits "), std::string::npos) << r.output;
+    std::ifstream in(out);
+    const json j = json::parse(in);
+    std::vector<std::string> d;
+    for (const auto& p : j["decode"]) d.push_back(p["logits_digest"].get<std::string>());
+    d.push_back(j["prefill"]["logits_digest"].get<std::string>());
+    return d;
+  };
+  const auto both = digests("1 2", "both.json"), alone = digests("2", "alone.json");
+  ASSERT_EQ(both.size(), 3u);
+  ASSERT_EQ(alone.size(), 2u);
+  EXPECT_EQ(both[0].size(), 16u);
+  EXPECT_EQ(both[1], alone[0]);  // batch 2, after batch 1 or alone
+  EXPECT_EQ(both[2], alone[1]);  // the prefill
+  EXPECT_NE(both[0], both[1]);
+  EXPECT_NE(both[1], both[2]);
+}
+
 TEST_F(BenchCli, OptionErrorsAreUsageErrors) {
   for (const char* bad : {"--format fp8", "--layers 9", "--layers 0", "--batch 0", "--batch x", "--context -3",
                           "--steps 0", "--batch 1 --batch 2", "--frobnicate 1", "--device tpu"}) {
