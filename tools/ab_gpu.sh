@@ -10,7 +10,8 @@
 # the linear (graph-timed, M = 1), small-ops, attention and indexer kernel benches. Logs and JSON go
 # to /tmp/tetra-ab/<variant>/<round>/, packed into $OUT/ab.tar.gz after each round when $OUT is set
 # (a device call returns only a few files); a table of the headline figures (with the indexer's and
-# the small ops' one-row times), each round's and their mean, comes last. Make a patch here with
+# the small ops' one-row times), each round's and their mean, then whether each variant's logits
+# equal A's bit for bit (tetra bench's digests), come last. Make a patch here with
 # `git diff main...BRANCH > .gpu_carry/x.patch`.
 # Usage: tools/ab_gpu.sh [PATCH...]
 # Settings: TETRA_AB_LAYERS (20), TETRA_AB_CONTEXTS ("4096"; e.g. "4096 1048575"), TETRA_AB_PREFILL
@@ -187,6 +188,29 @@ for key in keys:
     print(f"{key:44s}" + "".join(f"{m:12.4g}" for m in means))
     for k in range(1, rounds + 1):
         print(f"{'  round ' + str(k):44s}" + "".join(f"{runs[n, k].get(key, float('nan')):12.4g}" for n in names))
+# Whether each variant computes A's bits: the logits digests of tetra bench's points (each point's
+# tokens are its own, so every round's digest of a point is the same in a variant that keeps them).
+def digests(d):
+    try:
+        j = json.load(open(os.path.join(d, "tetra.json")))
+    except (OSError, ValueError):
+        return {}
+    r = {f"b{s['batch']} at {s['context']}": s.get("logits_digest") for s in j.get("decode", [])}
+    if j.get("prefill"):
+        r["prefill"] = j["prefill"].get("logits_digest")
+    return {k: v for k, v in r.items() if v}
+for n in names:  # a variant's own rounds: the same bits every time (else the step is not deterministic)
+    first = digests(f"{out}/{n}/1")
+    for k in range(2, rounds + 1):
+        again = digests(f"{out}/{n}/{k}")
+        differ = [p for p in first if p in again and first[p] != again[p]]
+        if differ:
+            print(f"{n}: round {k}'s logits differ from round 1's at {', '.join(differ)}")
+for n in names[1:]:
+    a, b = digests(f"{out}/A/1"), digests(f"{out}/{n}/1")
+    if a and b:
+        differ = [k for k in a if k in b and a[k] != b[k]]
+        print(f"{n}: logits " + (f"differ from A's at {', '.join(differ)}" if differ else "equal to A's bit for bit"))
 PY
 [ -f "$out/variants.txt" ] && cat "$out/variants.txt"
 exit 0
