@@ -88,9 +88,14 @@ def main():
             f"bytes at that context) / measured copy bandwidth" if b1 and b1.get("error") is None
             else f"batch 1 at context {ctx} did not run: {b1['error'] if b1 else 'not in the run'}")
         floors = h.get("decode_b32_floor_over_b1_floor")
+        measured = h.get("decode_b32_measured_floor_over_b1_floor")
+        touched = b32 and b32["floor"].get("measured_experts_per_layer")
         notes["decode_b32_over_b1"] = (
             f"median step time at batch 32 over batch 1 ({where})"
-            + (f"; batch 32's byte floor is {floors:.2f}x batch 1's (the experts its tokens touch)" if floors else "")
+            + (f"; batch 32's byte floor is {floors:.2f}x batch 1's (the experts uniformly random routing would "
+               f"touch)" if floors else "")
+            + (f", {measured:.2f}x with the {touched:.1f} experts a layer its step's routing touched"
+               if measured and touched else "")
             if h["decode_b32_over_b1"] is not None
             else f"batch 32 at context {ctx} did not run: {b32['error'] if b32 else 'not in the run'}")
         p = tetra.get("prefill")

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 
 #include "model/kv_layout.h"
 
@@ -18,6 +19,11 @@ const char* indexer_name(IndexerCacheDtype t) {
 
 // Seconds the decode point's bytes take at the measured copy bandwidth.
 double floor_seconds(const BenchReport& r, const DecodeResult& d) { return d.floor_bytes.total() / r.ceilings.copy_bytes_per_s; }
+// The same with the experts the point's routing touched (where it was measured).
+std::optional<double> measured_floor_seconds(const BenchReport& r, const DecodeResult& d) {
+  if (!d.measured_floor_bytes) return std::nullopt;
+  return d.measured_floor_bytes->total() / r.ceilings.copy_bytes_per_s;
+}
 
 const DecodeResult* find_point(const BenchReport& r, int64_t batch, int64_t context) {
   for (const auto& d : r.decode)
@@ -31,6 +37,7 @@ const DecodeResult* find_point(const BenchReport& r, int64_t batch, int64_t cont
 json headline(const BenchReport& r) {
   json h = {{"decode_context", nullptr},     {"decode_b1_step_over_floor", nullptr},
             {"decode_b32_over_b1", nullptr}, {"decode_b32_floor_over_b1_floor", nullptr},
+            {"decode_b32_measured_floor_over_b1_floor", nullptr},
             {"prefill_tokens", nullptr},     {"prefill_bf16_rate_fraction", nullptr}};
   if (!r.options.contexts.empty()) {
     const int64_t ctx = r.options.contexts.front();
@@ -41,6 +48,8 @@ json headline(const BenchReport& r) {
     if (b1 && b32) {
       h["decode_b32_over_b1"] = b32->median_seconds() / b1->median_seconds();
       h["decode_b32_floor_over_b1_floor"] = floor_seconds(r, *b32) / floor_seconds(r, *b1);
+      const auto m1 = measured_floor_seconds(r, *b1), m32 = measured_floor_seconds(r, *b32);
+      if (m1 && m32) h["decode_b32_measured_floor_over_b1_floor"] = *m32 / *m1;
     }
   }
   if (r.prefill && r.prefill->error.empty() && r.ceilings.matrix_flops_per_s) {
@@ -87,12 +96,17 @@ json report_json(const BenchReport& r, const std::string& command, const std::st
                          {"kv_bytes", d.floor_bytes.kv},
                          {"expected_experts_per_layer", d.floor_bytes.experts_per_layer},
                          {"seconds", floor_seconds(r, d)}}}};
+    const auto measured = measured_floor_seconds(r, d);
+    p["floor"]["measured_experts_per_layer"] = measured ? json(d.measured_floor_bytes->experts_per_layer) : json(nullptr);
+    p["floor"]["measured_weight_bytes"] = measured ? json(d.measured_floor_bytes->weights) : json(nullptr);
+    p["floor"]["measured_seconds"] = measured ? json(*measured) : json(nullptr);
     if (d.error.empty()) {
       const double s = d.median_seconds();
       p["step_seconds"] = s;
       p["samples"] = d.step_seconds;
       p["tokens_per_s"] = double(d.batch) / s;
       p["step_over_floor"] = s / floor_seconds(r, d);
+      p["step_over_measured_floor"] = measured ? json(s / *measured) : json(nullptr);
       p["logits_digest"] = digest_hex(d.logits_digest);
       p["error"] = nullptr;
     } else {
@@ -150,20 +164,23 @@ void print_report(const BenchReport& r, std::ostream& out) {
   }
   out << "\n\n";
   if (!r.decode.empty()) {
-    std::snprintf(line, sizeof line, "%6s %9s %12s %12s %12s %12s %12s %8s\n", "batch", "context", "step ms", "tokens/s",
-                  "weight MB", "KV MB", "floor ms", "x floor");
+    std::snprintf(line, sizeof line, "%6s %9s %12s %12s %12s %12s %12s %8s %8s %10s\n", "batch", "context", "step ms",
+                  "tokens/s", "weight MB", "KV MB", "floor ms", "x floor", "experts", "x measured");
     out << line;
     for (const auto& d : r.decode) {
       const double floor_ms = floor_seconds(r, d) * 1e3;
       if (d.error.empty()) {
         const double ms = d.median_seconds() * 1e3;
-        std::snprintf(line, sizeof line, "%6lld %9lld %12.3f %12.1f %12.1f %12.1f %12.3f %8.2f\n", (long long)d.batch,
-                      (long long)d.context, ms, double(d.batch) / ms * 1e3, d.floor_bytes.weights / 1e6,
-                      d.floor_bytes.kv / 1e6, floor_ms, ms / floor_ms);
+        // experts: touched a layer by the point's routing; x measured: the step over the floor they give
+        const auto measured = measured_floor_seconds(r, d);
+        std::snprintf(line, sizeof line, "%6lld %9lld %12.3f %12.1f %12.1f %12.1f %12.3f %8.2f %8.1f %10.2f\n",
+                      (long long)d.batch, (long long)d.context, ms, double(d.batch) / ms * 1e3,
+                      d.floor_bytes.weights / 1e6, d.floor_bytes.kv / 1e6, floor_ms, ms / floor_ms,
+                      measured ? d.measured_floor_bytes->experts_per_layer : 0.0, measured ? ms / (*measured * 1e3) : 0.0);
       } else {
-        std::snprintf(line, sizeof line, "%6lld %9lld %12s %12s %12.1f %12.1f %12.3f %8s  %s\n", (long long)d.batch,
+        std::snprintf(line, sizeof line, "%6lld %9lld %12s %12s %12.1f %12.1f %12.3f %8s %8s %10s  %s\n", (long long)d.batch,
                       (long long)d.context, "-", "-", d.floor_bytes.weights / 1e6, d.floor_bytes.kv / 1e6, floor_ms, "-",
-                      d.error.substr(0, 80).c_str());
+                      "-", "-", d.error.substr(0, 80).c_str());
       }
       out << line;
     }

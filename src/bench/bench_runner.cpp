@@ -146,13 +146,15 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
         // The sequences "have seen" ctx tokens: their cache blocks are taken (in one pool
         // allocation, so that it need not grow by copying) and read as they are. The blocks of
         // the steps to come are taken too: a table growing mid-run re-records the step's graph
-        // (~10 ms), which two of three timed steps at 4k once did.
-        model->reserve_cache(batch * model->cache_layout().blocks_for(ctx + o.steps + 1, c.n_layers));
+        // (~10 ms), which two of three timed steps at 4k once did. Room: the warm-up, the timed
+        // steps and the routing's step.
+        const int64_t room = o.steps + 2;
+        model->reserve_cache(batch * model->cache_layout().blocks_for(ctx + room, c.n_layers));
         std::vector<SequenceState> states;
         std::vector<SequenceState*> active;
         for (int64_t s = 0; s < batch; ++s) {
           states.push_back(model->new_sequence());
-          model->resize(states.back(), ctx, o.steps + 1);
+          model->resize(states.back(), ctx, room);
         }
         for (auto& s : states) active.push_back(&s);
         SplitMix64 ids = token_stream("decode tokens", batch, ctx);
@@ -171,8 +173,34 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
             d.logits_digest = logits_digest(be.download(out.logits));
           }
         }
+        // One more step, eager, untimed: the experts its tokens touch in each layer price the
+        // step's floor as measured (synthetic routers need not spread a batch's tokens as
+        // uniformly random routing would, which the expected floor assumes).
+        std::vector<int64_t> touched(size_t(c.n_layers), 0);
+        model->observe_routing([&](int64_t layer, const Tensor& experts) {
+          std::vector<int32_t> ids = be.download_i32(experts);
+          std::sort(ids.begin(), ids.end());
+          touched[size_t(layer)] = int64_t(std::unique(ids.begin(), ids.end()) - ids.begin());
+        });
+        struct StopObserving {
+          Model& m;
+          ~StopObserving() { m.observe_routing({}); }
+        } stop{*model};
+        std::vector<std::vector<int32_t>> tokens;
+        for (int64_t s = 0; s < batch; ++s) tokens.push_back(random_tokens(ids, 1));
+        try {
+          model->step(active, tokens);
+          d.measured_floor_bytes = decode_step_bytes(c, synthetic.weights(), batch, ctx, o.caches, &touched);
+        } catch (const Error& e) {  // e.g. out of memory eagerly: the timed steps stand without it
+          if (e.code() != ExitCode::runtime) throw;
+          log << "  routing not measured: " << e.what() << "\n";
+        }
       });
-      if (d.error.empty()) log << "  " << d.median_seconds() * 1e3 << " ms per step, logits " << digest_hex(d.logits_digest) << "\n";
+      if (d.error.empty()) {
+        log << "  " << d.median_seconds() * 1e3 << " ms per step, logits " << digest_hex(d.logits_digest);
+        if (d.measured_floor_bytes) log << "; experts a layer " << d.measured_floor_bytes->experts_per_layer;
+        log << " (random routing " << d.floor_bytes.experts_per_layer << ")\n";
+      }
       r.decode.push_back(std::move(d));
       if (on_result) on_result(r);
     }

@@ -34,7 +34,8 @@ struct BenchOptions {
 struct DecodeResult {
   int64_t batch = 0, context = 0;
   std::vector<double> step_seconds;  // one per timed step
-  DecodeBytes floor_bytes;
+  DecodeBytes floor_bytes;           // with the experts uniformly random routing would touch
+  std::optional<DecodeBytes> measured_floor_bytes;  // with those a step's routing touched
   std::string error;                 // why the point could not run (e.g. out of memory)
   uint64_t logits_digest = 0;        // of the last timed step's logits (logits_digest)
   double median_seconds() const;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/error.h"
 #include "model/kv_layout.h"
 
 namespace tetra::bench {
@@ -30,17 +31,30 @@ double decode_kv_bytes(const ModelConfig& c, int64_t context, CacheTypes caches)
 }
 
 DecodeBytes decode_step_bytes(const ModelConfig& c, const ModelWeights& w, int64_t batch, int64_t context,
-                              CacheTypes caches) {
+                              CacheTypes caches, const std::vector<int64_t>* touched) {
+  if (touched && int64_t(touched->size()) != c.n_layers)
+    runtime_error("decode floor: ", touched->size(), " layers of measured routing for ", c.n_layers, " layers");
   DecodeBytes b;
-  b.experts_per_layer = expected_distinct_experts(c.n_routed_experts, c.n_activated_experts, batch);
-  std::map<std::string, double> routed;  // layer prefix -> bytes of all its routed experts
+  const double expected = expected_distinct_experts(c.n_routed_experts, c.n_activated_experts, batch);
+  std::map<std::string, double> routed;  // layer prefix ("layers.N") -> bytes of all its routed experts
   for (const LinearWeight* l : w.linears()) {
     if (const auto at = l->role.find(".ffn.experts."); at != std::string::npos)
       routed[l->role.substr(0, at)] += double(l->bytes());
     else
       b.weights += double(l->bytes());
   }
-  for (const auto& [layer, bytes] : routed) b.weights += bytes / double(c.n_routed_experts) * b.experts_per_layer;
+  double experts_sum = 0;
+  for (const auto& [prefix, bytes] : routed) {
+    double experts = expected;
+    if (touched) {
+      const int64_t layer = std::stoll(prefix.substr(prefix.find('.') + 1));
+      if (layer < 0 || layer >= c.n_layers) runtime_error("decode floor: no measured routing for ", prefix);
+      experts = double((*touched)[size_t(layer)]);
+    }
+    b.weights += bytes / double(c.n_routed_experts) * experts;
+    experts_sum += experts;
+  }
+  b.experts_per_layer = routed.empty() ? expected : experts_sum / double(routed.size());
   for (const ParamWeight* p : w.params()) {
     const double row = double(p->view.numel() / std::max<int64_t>(p->view.shape.empty() ? 1 : p->view.shape[0], 1));
     if (p->role == "embed.weight" || p->role.ends_with("gate.tid2eid"))

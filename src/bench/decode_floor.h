@@ -4,6 +4,7 @@
 // the KV / indexer cache bytes its attention must read at a given context. Over the measured
 // copy bandwidth this is the fastest any implementation of the step can run.
 #include <cstdint>
+#include <vector>
 
 #include "model/config.h"
 #include "model/forward.h"
@@ -24,14 +25,16 @@ double decode_kv_bytes(const ModelConfig& c, int64_t context, CacheTypes caches)
 struct DecodeBytes {
   double weights = 0;           // weight bytes one step reads
   double kv = 0;                // cache bytes one step reads, all sequences
-  double experts_per_layer = 0;  // expected distinct routed experts per layer
+  double experts_per_layer = 0;  // distinct routed experts per layer: expected, or the mean of those given
   double total() const { return weights + kv; }
 };
 
 // `batch` sequences of `context` tokens each take one token. Weight bytes are the backends'
 // device bytes: linear layers at their checkpoint bytes, other tensors as f32 (i32) copies;
-// of the embedding and the hash tables only the `batch` rows used count.
+// of the embedding and the hash tables only the `batch` rows used count. The routed experts:
+// touched[i] of main layer i where given (a step's measured routing), else the expected count
+// of uniformly random routing.
 DecodeBytes decode_step_bytes(const ModelConfig& c, const ModelWeights& w, int64_t batch, int64_t context,
-                              CacheTypes caches);
+                              CacheTypes caches, const std::vector<int64_t>* touched = nullptr);
 
 }  // namespace tetra::bench

@@ -223,7 +223,7 @@ Model::StepOutput Model::step(const std::vector<SequenceState*>& sequences,
   for (const auto& t : tokens) rows += int64_t(t.size());
   const bool decode = rows == int64_t(tokens.size());
   StepOutput out;
-  if (decode && decode_graphs_ && warm_) {
+  if (decode && decode_graphs_ && warm_ && !routing_observer_) {
     out = decode_with_graph(sequences, tokens);
   } else {
     const std::vector<int32_t> inputs = step_inputs(sequences, tokens, false, rows);
@@ -302,7 +302,7 @@ Streams Model::entering(const Block& b, Tensor h) {
 Streams Model::block_forward(const Block& b, int64_t layer, const Streams& s, const Block* next, const Batch& batch) {
   const Streams f = be_.hc_post_pre(s.h, attention(b, layer, s.mix.x, batch), nullptr, s.mix.post, s.mix.comb,
                                     b.hc_ffn_fn, b.hc_ffn_base, b.hc_ffn_scale, b.ffn_norm, config_);
-  const MoeOutput y = moe(b, f.mix.x, batch);
+  const MoeOutput y = moe(b, layer, f.mix.x, batch);
   const Tensor* shared = y.shared.empty() ? nullptr : &y.shared;
   if (!next) return {be_.hc_post(f.h, y.routed, shared, f.mix.post, f.mix.comb), {}};
   return be_.hc_post_pre(f.h, y.routed, shared, f.mix.post, f.mix.comb, next->hc_attn_fn, next->hc_attn_base,
@@ -423,11 +423,12 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
   return out;
 }
 
-Model::MoeOutput Model::moe(const Block& b, const Tensor& x, const Batch& batch) {
+Model::MoeOutput Model::moe(const Block& b, int64_t layer, const Tensor& x, const Batch& batch) {
   const ModelConfig& c = config_;
   Tensor routed, shared;
   const Routing r = be_.route(be_.linear(x, b.gate, batch.runs), b.gate_bias.empty() ? nullptr : &b.gate_bias,
                               b.hash ? &b.tid2eid : nullptr, batch.ids, c);
+  if (routing_observer_ && layer < c.n_layers) routing_observer_(layer, r.experts);
   auto run_routed = [&] { routed = be_.experts(x, r, b.w1, b.w2, b.w3, c.swiglu_limit, batch.runs); };
   if (c.n_shared_experts == 0) {
     run_routed();

@@ -4,6 +4,7 @@
 // alike) and continues each sequence from its SequenceState, whose attention state lives in the
 // model's paged cache. Decode steps (one token per sequence) run as graphs recorded once per
 // batch-size bucket where the backend records graphs.
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -49,6 +50,12 @@ class Model {
   // Decode steps as recorded graphs (on by default; eager when off or on a backend without them).
   void set_decode_graphs(bool on) { decode_graphs_ = on; }
 
+  // Called in every step (eager while set: a recorded graph cannot call the host) with each main
+  // layer's routing, experts [rows, k] i32: what a benchmark counts to price a step by the experts
+  // its tokens touched. An empty function clears it.
+  using RoutingObserver = std::function<void(int64_t layer, const Tensor& experts)>;
+  void observe_routing(RoutingObserver observer) { routing_observer_ = std::move(observer); }
+
   struct StepOutput {
     Tensor logits;  // [total new tokens, vocab], sequences in order; [sequences, vocab] for last_of_each_sequence
     Tensor hidden;  // [total new tokens, hc·dim]: the last layer's streams (the MTP input)
@@ -82,7 +89,7 @@ class Model {
   struct MoeOutput {
     Tensor routed, shared;
   };
-  MoeOutput moe(const Block& b, const Tensor& x, const Batch& batch);
+  MoeOutput moe(const Block& b, int64_t layer, const Tensor& x, const Batch& batch);
   Tensor head_logits(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
                      RowRuns runs);
   // Checks a step's tokens and gives every sequence room for them in layers [begin, end).
@@ -103,6 +110,7 @@ class Model {
   std::shared_ptr<PagedCache> cache_;
   std::vector<int64_t> ratios_;  // the distinct compress ratios of the main layers
   bool decode_graphs_ = true;
+  RoutingObserver routing_observer_;
   bool warm_ = false;  // a first eager step has done the backend's one-time setup
   std::map<int64_t, std::unique_ptr<DecodeGraph>> graphs_;  // by bucket
   Tensor embed_, head_, norm_, hc_head_fn_, hc_head_base_, hc_head_scale_;

@@ -83,6 +83,14 @@ TEST(BenchArithmetic, DecodeStepBytesByHand) {
   EXPECT_DOUBLE_EQ(b2.kv, 2 * 5 * 48.0);
   // beyond the window only window-1 entries are read
   EXPECT_DOUBLE_EQ(decode_step_bytes(c, w.weights(), 1, 100, CacheTypes{}).kv, 7 * 48.0);
+  // a step's measured routing instead of the expected count: batch 2 touching 4 experts
+  const std::vector<int64_t> touched(size_t(c.n_layers), 4);
+  const DecodeBytes m2 = decode_step_bytes(c, w.weights(), 2, 5, CacheTypes{}, &touched);
+  EXPECT_DOUBLE_EQ(m2.weights, weights_b1 + 2 * 3456 + 4.0 * 64);
+  EXPECT_DOUBLE_EQ(m2.experts_per_layer, 4.0);
+  EXPECT_DOUBLE_EQ(m2.kv, b2.kv);
+  const std::vector<int64_t> too_few(size_t(c.n_layers) + 1, 4);
+  EXPECT_THROW(decode_step_bytes(c, w.weights(), 2, 5, CacheTypes{}, &too_few), Error);
 }
 
 TEST(BenchArithmetic, DecodeKvBytesOfCompressedLayers) {

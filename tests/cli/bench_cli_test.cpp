@@ -51,6 +51,18 @@ TEST_F(BenchCli, TimesDecodeAndPrefillAgainstTheirFloors) {
     EXPECT_GT(d["step_seconds"].get<double>(), 0);
     EXPECT_GT(d["floor"]["seconds"].get<double>(), 0);
     EXPECT_NEAR(d["tokens_per_s"].get<double>(), d["batch"].get<double>() / d["step_seconds"].get<double>(), 1e-6);
+    // the experts a step's routing touched (tiny: 2 of 4 a token): batch 1 exactly its 2, batch 2
+    // from 2 to 4; the floor they give moves with them
+    const json& f = d["floor"];
+    const double touched = f["measured_experts_per_layer"].get<double>();
+    if (d["batch"] == 1) EXPECT_EQ(touched, 2.0) << d.dump();
+    EXPECT_GE(touched, 2.0) << d.dump();
+    EXPECT_LE(touched, 4.0) << d.dump();
+    EXPECT_EQ(f["measured_weight_bytes"].get<double>() < f["weight_bytes"].get<double>(),
+              touched < f["expected_experts_per_layer"].get<double>())
+        << d.dump();
+    EXPECT_NEAR(d["step_over_measured_floor"].get<double>(),
+                d["step_seconds"].get<double>() / f["measured_seconds"].get<double>(), 1e-9);
   }
   // the context-0 point reads no KV; 21 tokens of context do
   EXPECT_EQ(j["decode"][0]["context"], 0);
@@ -62,6 +74,7 @@ TEST_F(BenchCli, TimesDecodeAndPrefillAgainstTheirFloors) {
   EXPECT_TRUE(j["headline"]["decode_b1_step_over_floor"].is_number());
   EXPECT_TRUE(j["headline"]["decode_b32_over_b1"].is_null());  // no batch 32 in this run
   EXPECT_TRUE(j["headline"]["decode_b32_floor_over_b1_floor"].is_null());
+  EXPECT_TRUE(j["headline"]["decode_b32_measured_floor_over_b1_floor"].is_null());
   EXPECT_GT(j["kv_capacity"]["bytes_per_sequence"].get<double>(), 0);
   EXPECT_TRUE(j["kv_capacity"]["sequences_one_gpu"].is_null());
 }
@@ -78,6 +91,8 @@ TEST_F(BenchCli, HeadlineComparesBatch32WithBatch1) {
   EXPECT_GT(h["decode_b32_over_b1"].get<double>(), 0);
   ASSERT_TRUE(h["decode_b32_floor_over_b1_floor"].is_number()) << h.dump();
   EXPECT_GT(h["decode_b32_floor_over_b1_floor"].get<double>(), 1.0);
+  ASSERT_TRUE(h["decode_b32_measured_floor_over_b1_floor"].is_number()) << h.dump();
+  EXPECT_GE(h["decode_b32_measured_floor_over_b1_floor"].get<double>(), 1.0);
 }
 
 // A point's logits digest is its step computed bit for bit: the same point gives the same digest
