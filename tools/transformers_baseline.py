@@ -56,14 +56,13 @@ def v4_config(published, layers):
 
 
 def randomize_routing(model, cfg, gen):
-    """transformers' init leaves the hash table at expert 0 and the router bias at zero: give
-    every token k distinct random experts, as a trained model has, so the experts hit are real."""
+    """transformers' init leaves the hash table at expert 0: give every token k distinct random
+    experts, as a trained model has, so the experts hit are real. The router bias stays at zero,
+    as tetra's synthetic one is (a random bias sends a batch's tokens to the same few experts)."""
     for name, b in model.named_buffers():
         if name.endswith("tid2eid"):
             rows = torch.rand(b.shape[0], cfg.n_routed_experts, generator=gen, device=b.device).argsort(dim=-1)
             b.copy_(rows[:, : b.shape[1]])
-        elif name.endswith("e_score_correction_bias"):
-            b.copy_(torch.randn(b.shape, generator=gen, device=b.device) * 0.3)
 
 
 def timed(fn):

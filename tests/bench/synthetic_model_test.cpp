@@ -73,6 +73,8 @@ TEST(SyntheticWeights, WellScaledSharedAndCountedRight) {
   }
   EXPECT_FALSE(s.weights().has_param("layers.0.ffn.gate.bias"));  // hash layers have none
   EXPECT_TRUE(s.weights().has_param("layers.1.ffn.gate.bias"));
+  // no random router bias: it would pick the same experts for every token of a batch
+  for (const float b : to_f32(s.weights().param("layers.1.ffn.gate.bias").view)) EXPECT_EQ(b, 0.0f);
 }
 
 TEST(SyntheticState, ResizedSequencesHoldTheirContextsBlocksAndDecode) {
