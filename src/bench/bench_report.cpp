@@ -88,6 +88,10 @@ json report_json(const BenchReport& r, const std::string& command, const std::st
   j["ceilings"] = {{"copy_bytes_per_s", r.ceilings.copy_bytes_per_s}, {"copy_method", r.ceilings.copy_method},
                    {"bf16_matrix_flops_per_s", optional_number(r.ceilings.matrix_flops_per_s)},
                    {"matrix_method", r.ceilings.matrix_method}};
+  j["routing_balance"] = {{"steps", r.routing.steps},
+                          {"tokens", r.routing.tokens},
+                          {"busiest_expert_over_mean_before", r.routing.busiest_before},
+                          {"busiest_expert_over_mean_after", r.routing.busiest_after}};
   j["decode"] = json::array();
   for (const auto& d : r.decode) {
     json p = {{"batch", d.batch},

@@ -12,6 +12,7 @@
 #include "bench/kv_capacity.h"
 #include "bench/load_progress.h"
 #include "bench/random_fill.h"
+#include "bench/routing_balance.h"
 #include "core/error.h"
 
 namespace tetra::bench {
@@ -118,6 +119,12 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
   }
   r.load_seconds = seconds_since(t0);
   log << "loaded in " << r.load_seconds << " s\n";
+  t0 = Clock::now();
+  r.routing = balance_routing(*model, be, o.seed);
+  if (r.routing.steps > 0)
+    log << "routers balanced in " << r.routing.steps << " steps of " << r.routing.tokens << " tokens ("
+        << seconds_since(t0) << " s): the busiest expert " << r.routing.busiest_before << " -> "
+        << r.routing.busiest_after << " x the mean load\n";
 
   // Each point draws its tokens from a stream of its own (the seed, the point's kind and shape), so
   // that what it measures never depends on the points before it: one shared stream gave the

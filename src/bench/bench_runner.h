@@ -12,6 +12,7 @@
 #include "bench/decode_floor.h"
 #include "bench/device_measure.h"
 #include "bench/prefill_flops.h"
+#include "bench/routing_balance.h"
 #include "bench/synthetic_weights.h"
 #include "model/config.h"
 #include "model/forward.h"
@@ -73,6 +74,7 @@ struct BenchReport {
   uint64_t weight_bytes = 0;  // device bytes of the benchmarked model
   uint64_t host_bytes = 0;    // the shared host buffers of the synthetic weights
   double generate_seconds = 0, load_seconds = 0;
+  RoutingBalance routing;  // the synthetic routers' calibration (routing_balance.h)
   std::vector<DecodeResult> decode;
   std::optional<PrefillResult> prefill;
   CapacityResult capacity;

@@ -132,6 +132,18 @@ void Model::release_cache() {
   cache_->release_pool();
 }
 
+bool Model::has_router_bias(int64_t layer) const {
+  return layer >= 0 && layer < config_.n_layers && !blocks_[size_t(layer)]->gate_bias.empty();
+}
+
+void Model::set_router_bias(int64_t layer, const std::vector<float>& bias) {
+  if (!has_router_bias(layer)) runtime_error("set_router_bias: layer ", layer, " has no router bias");
+  if (int64_t(bias.size()) != config_.n_routed_experts)
+    runtime_error("set_router_bias: ", bias.size(), " values for ", config_.n_routed_experts, " experts");
+  blocks_[size_t(layer)]->gate_bias = be_.upload(bias, {config_.n_routed_experts});
+  graphs_.clear();  // they hold the old bias's address
+}
+
 SequenceState Model::new_sequence() const { return SequenceState(cache_); }
 
 const PagedLayout& Model::cache_layout() const { return cache_->layout(); }

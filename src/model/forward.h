@@ -55,6 +55,10 @@ class Model {
   // its tokens touched. An empty function clears it.
   using RoutingObserver = std::function<void(int64_t layer, const Tensor& experts)>;
   void observe_routing(RoutingObserver observer) { routing_observer_ = std::move(observer); }
+  // Replaces main layer `layer`'s router bias (a score-routed layer's, n_routed_experts values):
+  // what a synthetic model's calibration toward balanced loads sets, as training does.
+  void set_router_bias(int64_t layer, const std::vector<float>& bias);
+  bool has_router_bias(int64_t layer) const;
 
   struct StepOutput {
     Tensor logits;  // [total new tokens, vocab], sequences in order; [sequences, vocab] for last_of_each_sequence

@@ -44,6 +44,12 @@ TEST_F(BenchCli, TimesDecodeAndPrefillAgainstTheirFloors) {
   EXPECT_NE(j["command"].get<std::string>().find("--prefill 16"), std::string::npos);
   EXPECT_GT(j["ceilings"]["copy_bytes_per_s"].get<double>(), 0);
   EXPECT_TRUE(j["ceilings"]["bf16_matrix_flops_per_s"].is_null());  // no GPU: no matrix rate
+  // the routers balanced before anything is timed: the busiest expert nearer the mean load
+  const json& balance = j["routing_balance"];
+  EXPECT_GT(balance["steps"].get<int>(), 0);
+  EXPECT_GT(balance["tokens"].get<int>(), 0);
+  EXPECT_GE(balance["busiest_expert_over_mean_before"].get<double>(), 1.0);
+  EXPECT_GE(balance["busiest_expert_over_mean_after"].get<double>(), 1.0);
   ASSERT_EQ(j["decode"].size(), 4u);
   for (const auto& d : j["decode"]) {
     ASSERT_TRUE(d["error"].is_null()) << d.dump();
@@ -93,6 +99,26 @@ TEST_F(BenchCli, HeadlineComparesBatch32WithBatch1) {
   EXPECT_GT(h["decode_b32_floor_over_b1_floor"].get<double>(), 1.0);
   ASSERT_TRUE(h["decode_b32_measured_floor_over_b1_floor"].is_number()) << h.dump();
   EXPECT_GE(h["decode_b32_measured_floor_over_b1_floor"].get<double>(), 1.0);
+}
+
+// With 64 experts, 4 a token, random weights send most tokens to a few experts (the busiest takes
+// several times the mean load); the calibration brings that near the noise of a balanced router's
+// (~2× at 8 tokens an expert), and a batch of 16 then touches about what random routing would.
+TEST_F(BenchCli, BalancedRoutersSpreadABatchOverTheExperts) {
+  ModelConfig c = testing::tiny_config();
+  c.n_routed_experts = 64;
+  c.n_activated_experts = 4;
+  std::ofstream(dir_ / "config.json") << model_config_json(c, ConfigForm::legacy);
+  const fs::path out = dir_ / "balance.json";
+  const auto r = bench("--batch 16 --context 21 --steps 1 --json " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(out);
+  const json j = json::parse(in);
+  const json& balance = j["routing_balance"];
+  EXPECT_GT(balance["busiest_expert_over_mean_before"].get<double>(), 3.0) << balance.dump();
+  EXPECT_LT(balance["busiest_expert_over_mean_after"].get<double>(), 2.5) << balance.dump();
+  const json& f = j["decode"][0]["floor"];
+  EXPECT_GT(f["measured_experts_per_layer"].get<double>(), 0.8 * f["expected_experts_per_layer"].get<double>()) << f.dump();
 }
 
 // A point's logits digest is its step computed bit for bit: the same point gives the same digest
