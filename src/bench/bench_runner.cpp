@@ -184,15 +184,11 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
         // step's floor as measured (synthetic routers need not spread a batch's tokens as
         // uniformly random routing would, which the expected floor assumes).
         std::vector<int64_t> touched(size_t(c.n_layers), 0);
-        model->observe_routing([&](int64_t layer, const Tensor& experts) {
+        const ScopedRoutingObserver observing(*model, [&](int64_t layer, const Tensor& experts) {
           std::vector<int32_t> ids = be.download_i32(experts);
           std::sort(ids.begin(), ids.end());
           touched[size_t(layer)] = int64_t(std::unique(ids.begin(), ids.end()) - ids.begin());
         });
-        struct StopObserving {
-          Model& m;
-          ~StopObserving() { m.observe_routing({}); }
-        } stop{*model};
         std::vector<std::vector<int32_t>> tokens;
         for (int64_t s = 0; s < batch; ++s) tokens.push_back(random_tokens(ids, 1));
         try {

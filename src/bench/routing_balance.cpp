@@ -30,13 +30,9 @@ RoutingBalance balance_routing(Model& model, Backend& backend, uint64_t seed) {
   const double mean = double(r.tokens * k) / double(experts);
 
   std::vector<std::vector<int64_t>> load(size_t(c.n_layers), std::vector<int64_t>(size_t(experts)));
-  model.observe_routing([&](int64_t layer, const Tensor& picks) {
+  const ScopedRoutingObserver observing(model, [&](int64_t layer, const Tensor& picks) {
     for (const int32_t e : backend.download_i32(picks)) ++load[size_t(layer)][size_t(e)];
   });
-  struct StopObserving {
-    Model& m;
-    ~StopObserving() { m.observe_routing({}); }
-  } stop{model};
 
   std::vector<std::vector<float>> bias(size_t(c.n_layers), std::vector<float>(size_t(experts), 0.0f));
   const int64_t shape[] = {r.tokens};

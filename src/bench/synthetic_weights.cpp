@@ -155,9 +155,9 @@ const std::vector<std::byte>& SyntheticWeights::buffer(const std::string& kind, 
   } else if (kind == "sink") {
     fill_f32([&](SplitMix64& r) { return root3 * r.symmetric(); });
   } else if (kind == "router_bias") {
-    // Zeros: training moves this bias to balance the experts' loads, and a random one did the
-    // opposite (std 0.3, twice the spread of the scores it is added to: a batch of 32 tokens on
-    // the 20-layer V4-Flash touched 26 experts a layer where balanced routing touches ~136).
+    // Zeros, which tetra bench then balances as training does (routing_balance.h); a random bias
+    // did the opposite (std 0.3, twice the spread of the scores it is added to: a batch of 32
+    // tokens on the 20-layer V4-Flash touched 26 experts a layer where balanced routing touches ~136).
     fill_f32([](SplitMix64&) { return 0.0f; });
   } else if (kind == "tid2eid") {  // k distinct experts per token
     auto* p = reinterpret_cast<int32_t*>(b.data());

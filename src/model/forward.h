@@ -124,4 +124,18 @@ class Model {
   std::vector<std::unique_ptr<MtpExtras>> mtp_;
 };
 
+// Model::observe_routing for a scope: the observer is cleared when the scope ends (an exception too).
+class ScopedRoutingObserver {
+ public:
+  ScopedRoutingObserver(Model& model, Model::RoutingObserver observer) : model_(model) {
+    model_.observe_routing(std::move(observer));
+  }
+  ~ScopedRoutingObserver() { model_.observe_routing({}); }
+  ScopedRoutingObserver(const ScopedRoutingObserver&) = delete;
+  ScopedRoutingObserver& operator=(const ScopedRoutingObserver&) = delete;
+
+ private:
+  Model& model_;
+};
+
 }  // namespace tetra
