@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <new>
 #include <string_view>
@@ -61,6 +62,10 @@ uint64_t logits_digest(const std::vector<float>& logits) {
     for (int byte = 0; byte < 4; ++byte) h = (h ^ ((bits >> (8 * byte)) & 0xFF)) * 0x100000001b3ull;
   }
   return h;
+}
+
+int64_t nonfinite_count(const std::vector<float>& logits) {
+  return int64_t(std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); }));
 }
 
 std::string digest_hex(uint64_t digest) {
@@ -138,6 +143,16 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
     for (auto& id : t) id = int32_t(ids.next() % uint64_t(c.vocab_size));
     return t;
   };
+  // A time is reported only for a step that computed numbers: the V4-Flash geometry once decoded
+  // all-NaN logits on the H200 (kernels chained by PDL, docs/perf.md, thirty-sixth run) and
+  // every figure of the run still looked plausible.
+  auto require_finite = [&](const std::vector<float>& logits) {
+    if (const int64_t bad = nonfinite_count(logits)) {
+      ++r.nonfinite_points;
+      runtime_error("its logits are not finite (", bad, " of ", logits.size(),
+                    " values are NaN or infinite): the step computed garbage, so its time is not reported");
+    }
+  };
   // Downloading one value waits for everything queued before it: the end of a step.
   const Tensor fence = be.upload(std::vector<float>{0.0f}, {1});
   auto finish = [&] { be.download(fence); };
@@ -177,7 +192,9 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
           if (step == 0) profiled.emplace(o.device);
           if (step == o.steps) {
             profiled.reset();  // the download is not a step's work
-            d.logits_digest = logits_digest(be.download(out.logits));
+            const std::vector<float> logits = be.download(out.logits);
+            d.logits_digest = logits_digest(logits);
+            require_finite(logits);
           }
         }
         // One more step, eager, untimed: the experts its tokens touch in each layer price the
@@ -236,7 +253,9 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
         finish();
         p.seconds.push_back(seconds_since(s0));
         profiled.reset();
-        p.logits_digest = logits_digest(be.download(out.logits));
+        const std::vector<float> logits = be.download(out.logits);
+        p.logits_digest = logits_digest(logits);
+        require_finite(logits);
         spent += p.seconds.back();
       }
     });

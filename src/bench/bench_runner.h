@@ -55,6 +55,8 @@ struct PrefillResult {
 // builds of a change meant to keep the bits, or one point measured in two runs).
 uint64_t logits_digest(const std::vector<float>& logits);
 std::string digest_hex(uint64_t digest);  // 16 hex digits
+// Logits that are NaN or infinite: a step with any computed garbage, and its time measures nothing.
+int64_t nonfinite_count(const std::vector<float>& logits);
 
 // 1M-token sequences beside the whole model's weights (all layers of the geometry).
 struct CapacityResult {
@@ -78,12 +80,13 @@ struct BenchReport {
   std::vector<DecodeResult> decode;
   std::optional<PrefillResult> prefill;
   CapacityResult capacity;
+  int64_t nonfinite_points = 0;  // points that failed because their logits were not finite
 };
 
 // Runs everything; progress lines go to `log`, and `on_result` (when set) sees the report after
 // each timed point, so a run stopped from outside keeps what it measured. Option problems are
-// usage errors; a point that fails at run time (out of memory) is recorded in its result and
-// the others still run.
+// usage errors; a point that fails at run time (out of memory, logits that are not finite) is
+// recorded in its result and the others still run.
 BenchReport run_bench(const BenchOptions& options, std::ostream& log,
                       const std::function<void(const BenchReport&)>& on_result = {});
 

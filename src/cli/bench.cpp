@@ -81,6 +81,9 @@ int run_bench(const std::vector<std::string>& argv_in) {
       bench::run_bench(o, std::cerr, json_path ? std::function<void(const bench::BenchReport&)>(write_json) : nullptr);
   bench::print_report(report, std::cout);
   if (json_path) write_json(report);
+  if (report.nonfinite_points > 0)
+    runtime_error(report.nonfinite_points, " benchmark point(s) computed logits that are not finite (see each point's "
+                  "error): this build or device computes wrong results");
   return 0;
 }
 

@@ -7,14 +7,14 @@
 // anything (the buffer may still be read by an earlier kernel); what it reads before then must
 // be immutable (weights). allow_next_kernel() is harmless in any kernel: the next one still
 // waits for this one to finish before it touches data.
-// TETRA_CUDA_PDL=0 (the CMake option of the same name) launches everything plainly, for
-// measuring what the overlap gains.
+// TETRA_CUDA_PDL (the CMake option of the same name) is 0 by default: everything launches
+// plainly, since the early launches decoded NaN on the V4-Flash geometry (docs/cuda.md, "PDL").
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
 
 #ifndef TETRA_CUDA_PDL
-#define TETRA_CUDA_PDL 1
+#define TETRA_CUDA_PDL 0
 #endif
 
 namespace tetra::cuda {
