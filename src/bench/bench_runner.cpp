@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <new>
 #include <string_view>
@@ -15,6 +14,7 @@
 #include "bench/random_fill.h"
 #include "bench/routing_balance.h"
 #include "core/error.h"
+#include "core/finite.h"
 
 namespace tetra::bench {
 namespace {
@@ -62,10 +62,6 @@ uint64_t logits_digest(const std::vector<float>& logits) {
     for (int byte = 0; byte < 4; ++byte) h = (h ^ ((bits >> (8 * byte)) & 0xFF)) * 0x100000001b3ull;
   }
   return h;
-}
-
-int64_t nonfinite_count(const std::vector<float>& logits) {
-  return int64_t(std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); }));
 }
 
 std::string digest_hex(uint64_t digest) {
@@ -147,7 +143,7 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
   // all-NaN logits on the H200 (kernels chained by PDL, docs/perf.md, thirty-sixth run) and
   // every figure of the run still looked plausible.
   auto require_finite = [&](const std::vector<float>& logits) {
-    if (const int64_t bad = nonfinite_count(logits)) {
+    if (const int64_t bad = count_nonfinite(logits)) {
       ++r.nonfinite_points;
       runtime_error("its logits are not finite (", bad, " of ", logits.size(),
                     " values are NaN or infinite): the step computed garbage, so its time is not reported");

@@ -55,8 +55,6 @@ struct PrefillResult {
 // builds of a change meant to keep the bits, or one point measured in two runs).
 uint64_t logits_digest(const std::vector<float>& logits);
 std::string digest_hex(uint64_t digest);  // 16 hex digits
-// Logits that are NaN or infinite: a step with any computed garbage, and its time measures nothing.
-int64_t nonfinite_count(const std::vector<float>& logits);
 
 // 1M-token sequences beside the whole model's weights (all layers of the geometry).
 struct CapacityResult {

@@ -5,6 +5,9 @@
 #include <limits>
 #include <numeric>
 
+#include "core/error.h"
+#include "core/finite.h"
+
 namespace tetra {
 namespace {
 
@@ -104,6 +107,11 @@ int32_t Sampler::draw(const std::vector<float>& logits) {
 }
 
 SampledToken Sampler::sample(std::span<const float> logits) {
+  // Sampling NaN or infinite logits would pick some token and carry on as if the model had
+  // answered (an H200 build once decoded V4-Flash to all-NaN logits: docs/cuda.md, "PDL").
+  if (const int64_t bad = count_nonfinite(logits))
+    runtime_error("the model computed logits that are not finite (", bad, " of ", logits.size(),
+                  " are NaN or infinite)");
   std::vector<float> adjusted(logits.begin(), logits.end());
   apply_penalties(adjusted);
   SampledToken out;

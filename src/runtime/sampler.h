@@ -24,7 +24,8 @@ class Sampler {
   // `prompt` feeds the repetition penalty; `fallback_seed` is used when params.seed is unset.
   Sampler(SamplingParams params, std::span<const int32_t> prompt, uint64_t fallback_seed);
 
-  // Chooses the next token and remembers it for the penalties.
+  // Chooses the next token and remembers it for the penalties; logits that are not all finite
+  // are a runtime error (no token comes from garbage).
   SampledToken sample(std::span<const float> logits);
 
  private:

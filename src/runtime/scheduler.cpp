@@ -203,7 +203,13 @@ void Scheduler::step() {
   for (size_t i = 0; i < sampling.size(); ++i) {
     Sequence& s = *sampling[i];
     if (s.finished) continue;
-    const SampledToken t = s.sampler.sample(std::span<const float>(logits).subspan(i * vocab, vocab));
+    SampledToken t;
+    try {
+      t = s.sampler.sample(std::span<const float>(logits).subspan(i * vocab, vocab));
+    } catch (const std::exception& e) {  // logits that are not finite: this sequence ends in an error
+      finish(s, FinishReason::error, e.what());
+      continue;
+    }
     const auto& stops = s.request.stop_token_ids;
     if (std::find(stops.begin(), stops.end(), t.id) != stops.end()) {
       finish(s, FinishReason::stop, "");

@@ -6,6 +6,10 @@
 
 #include <cmath>
 #include <map>
+#include <string>
+
+#include "core/error.h"
+#include "core/finite.h"
 
 namespace tetra {
 namespace {
@@ -25,6 +29,28 @@ TEST(Sampler, GreedyTakesTheArgmaxAndLowestIdOnTies) {
   EXPECT_EQ(draw_many(p, 3), (std::vector<int32_t>{1, 1, 1}));
   Sampler tie(p, {}, 1);
   EXPECT_EQ(tie.sample(std::vector<float>{0.5f, 2.0f, 2.0f}).id, 1);
+}
+
+// Garbage logits are an error naming how many values were bad, never a token: greedy or not.
+TEST(Sampler, NonFiniteLogitsAreAnErrorNotAToken) {
+  EXPECT_EQ(count_nonfinite(kLogits), 0);
+  const std::vector<float> nan = {1.0f, NAN, 2.0f, INFINITY, -INFINITY};
+  EXPECT_EQ(count_nonfinite(nan), 3);
+  for (const double temperature : {0.0, 1.0}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    Sampler s(p, {}, 1);
+    try {
+      s.sample(nan);
+      ADD_FAILURE() << "a token was sampled from non-finite logits at temperature " << temperature;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::runtime);
+      EXPECT_NE(std::string(e.what()).find("not finite (3 of 5"), std::string::npos) << e.what();
+    }
+    const int32_t next = s.sample(kLogits).id;  // the sampler goes on with the next logits
+    if (temperature == 0) EXPECT_EQ(next, 1);
+    else EXPECT_LT(size_t(next), kLogits.size());
+  }
 }
 
 TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
