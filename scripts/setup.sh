@@ -49,3 +49,29 @@ fi
 if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null 2>&1; then
   echo "setup: no CUDA toolkit found (expected /usr/local/cuda); configure with -DTETRA_CUDA=OFF to build without the CUDA backend" >&2
 fi
+
+# cuobjdump disassembles the built kernels for the test that checks what they do before waiting
+# for the kernel ahead (tools/pdl_sass_check.py). A CUDA toolkit installed without it gets
+# Debian's (package nvidia-cuda-toolkit, non-free, CUDA 11.8): it and the nvdisasm it runs, unpacked
+# into /usr/local/lib/tetra (the whole package would put a second, older nvcc on the PATH). The
+# package lists are fetched into a temporary folder: the system's apt sources stay as they are.
+cuda_bin=/usr/local/cuda/bin
+if [ -x "$cuda_bin/nvcc" ] && [ ! -x "$cuda_bin/cuobjdump" ] && [ ! -x /usr/local/lib/tetra/cuobjdump ]; then
+  echo "setup: fetching cuobjdump (Debian nvidia-cuda-toolkit)"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+  mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $codename non-free" \
+    >"$tmp/sources.list"
+  apt_tmp=(-o "Dir::Etc::SourceList=$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
+           -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache=$tmp/cache" -o APT::Sandbox::User=root)
+  apt-get "${apt_tmp[@]}" update -qq
+  (cd "$tmp" && apt-get "${apt_tmp[@]}" download -qq nvidia-cuda-toolkit)
+  dpkg -x "$tmp"/nvidia-cuda-toolkit_*.deb "$tmp/unpacked"
+  for tool in cuobjdump nvdisasm; do
+    $sudo_cmd install -D -m 755 "$tmp/unpacked/usr/bin/$tool" "/usr/local/lib/tetra/$tool"
+  done
+fi

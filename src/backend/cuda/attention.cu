@@ -556,8 +556,8 @@ __global__ void __launch_bounds__(kTcThreads, 1)
         const int c = lane + 32 * b;
         const bool ok = i0 + a * kTcWarps < G && head < p.heads && 8 * c < d;
         const float4* src = reinterpret_cast<const float4*>(q + (r * p.heads + head) * d + 8 * c);
-        x[a][b][0] = ok ? __ldg(src) : make_float4(0, 0, 0, 0);
-        x[a][b][1] = ok ? __ldg(src + 1) : make_float4(0, 0, 0, 0);
+        x[a][b][0] = ok ? src[0] : make_float4(0, 0, 0, 0);
+        x[a][b][1] = ok ? src[1] : make_float4(0, 0, 0, 0);
       }
 #pragma unroll
     for (int a = 0; a < 4; ++a)

@@ -7,8 +7,12 @@
 // anything (the buffer may still be read by an earlier kernel); what it reads before then must
 // be immutable (weights). allow_next_kernel() is harmless in any kernel: the next one still
 // waits for this one to finish before it touches data.
+// What an earlier kernel wrote is read with coherent loads, never __ldg or a const __restrict__
+// pointer: ptxas takes a non-coherent load's data as constant for the whole kernel and issued the
+// FP8 linears' activation loads before griddepcontrol.wait (their SASS, docs/cuda.md "PDL"; the
+// NaN of the V4-Flash decode). tools/pdl_sass_check.py finds such loads in a build's kernels.
 // TETRA_CUDA_PDL (the CMake option of the same name) is 0 by default: everything launches
-// plainly, since the early launches decoded NaN on the V4-Flash geometry (docs/cuda.md, "PDL").
+// plainly until a GPU run of the early launches passes the V4-Flash GPU tests (docs/cuda.md, "PDL").
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"

@@ -94,7 +94,7 @@ __device__ __forceinline__ void chunk_mma(const uint4 (&raw)[kMmaTiles][2], cons
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int v = 0; v < C::values / 4; ++v) {
-        const float4 f = Present || x[j] ? __ldg(reinterpret_cast<const float4*>(x[j]) + v) : make_float4(0, 0, 0, 0);
+        const float4 f = Present || x[j] ? reinterpret_cast<const float4*>(x[j])[v] : make_float4(0, 0, 0, 0);
         preloaded[j][4 * v] = f.x;
         preloaded[j][4 * v + 1] = f.y;
         preloaded[j][4 * v + 2] = f.z;
@@ -137,7 +137,7 @@ __device__ __forceinline__ void chunk_mma(const uint4 (&raw)[kMmaTiles][2], cons
         const float4* src = reinterpret_cast<const float4*>(x[j] + gi * C::group);
 #pragma unroll
         for (int v = 0; v < C::group / 4; ++v) {
-          const float4 f = __ldg(src + v);
+          const float4 f = src[v];
           xv[4 * v] = f.x;
           xv[4 * v + 1] = f.y;
           xv[4 * v + 2] = f.z;

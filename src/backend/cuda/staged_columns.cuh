@@ -54,7 +54,7 @@ __device__ __forceinline__ void stage_part_columns(const float* x, int64_t strid
       for (int s = 0; s < 2; ++s) {
         const int token = sub + 8 * m;
         const int64_t k = k0 + 32 * u + 8 * t + 4 * s;
-        v[m][u][s] = token < tokens && k < k_end ? __ldg(reinterpret_cast<const float4*>(x + token * stride + k))
+        v[m][u][s] = token < tokens && k < k_end ? *reinterpret_cast<const float4*>(x + token * stride + k)
                                                  : make_float4(0, 0, 0, 0);
       }
 #pragma unroll
