@@ -12,8 +12,10 @@
 # (a device call returns only a few files); a table of the headline figures (with the indexer's and
 # the small ops' one-row times), each round's and their mean, then whether each variant's logits
 # equal A's bit for bit (tetra bench's digests), come last. Make a patch here with
-# `git diff main...BRANCH > .gpu_carry/x.patch`.
-# Usage: tools/ab_gpu.sh [PATCH...]
+# `git diff main...BRANCH > .gpu_carry/x.patch`. A variant given as env:NAME=VALUE[,NAME=VALUE...]
+# is A's build run with those environment variables (its tests and benchmarks), e.g.
+# env:TETRA_CUDA_PDL=1 for the early launches: no second build.
+# Usage: tools/ab_gpu.sh [PATCH | env:NAME=VALUE...]...
 # Settings: TETRA_AB_LAYERS (20), TETRA_AB_CONTEXTS ("4096"; e.g. "4096 1048575"), TETRA_AB_PREFILL
 # (8192; 0 for none), TETRA_AB_TESTS (1), TETRA_AB_ROUNDS (2), TETRA_AB_BENCHES (which of
 # "tetra linear small_ops attention indexer" run; all by default), TETRA_AB_SASS ("SOURCE REGEX":
@@ -28,15 +30,21 @@ mkdir -p "$out"
 tests=${TETRA_AB_TESTS:-1} rounds=${TETRA_AB_ROUNDS:-2}
 benches=" ${TETRA_AB_BENCHES:-tetra linear small_ops attention indexer} "
 layers=${TETRA_AB_LAYERS:-20} prefill=${TETRA_AB_PREFILL:-8192} contexts=${TETRA_AB_CONTEXTS:-4096}
-patches=()
+variants=()  # a patch's absolute path, or env:NAME=VALUE,...
 for p in "$@"; do
+  if [[ $p == env:?*=* ]]; then
+    variants+=("$p")
+    continue
+  fi
   [ -f "$p" ] || { echo "no such patch: $p" >&2; exit 2; }
   patch -p1 --dry-run -s <"$p" >/dev/null || { echo "$p does not apply to this tree" >&2; exit 2; }
-  patches+=("$(realpath "$p")")
+  variants+=("$(realpath "$p")")
 done
 # An earlier call's objects of a file a patch changes are newer than the copied tree: touch them
 # (-c: a file the patch creates stays absent, or the copies would hold it empty).
-for p in "${patches[@]}"; do grep '^+++ b/' "$p" | sed 's|^+++ b/||' | xargs -r touch -c; done
+for p in "${variants[@]}"; do
+  [[ $p == env:* ]] || grep '^+++ b/' "$p" | sed 's|^+++ b/||' | xargs -r touch -c
+done
 
 # configure_and_build NAME ROOT BUILD_DIR: the build log in $out/NAME/build.log. Only what the call
 # runs is built: tetra, the kernel benchmarks it runs and, for a variant whose GPU tests run, the
@@ -48,7 +56,7 @@ for b in $benches; do
 done
 configure_and_build() {
   local name=$1 root=$2 dir=$3 targets=(tetra "${bench_targets[@]}")
-  runs_tests "$name" && targets+=(gpu_tests)
+  tests_in_build "$dir" && targets+=(gpu_tests)
   mkdir -p "$out/$name"
   cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON -DBUILD_TESTING=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${TETRA_CUDA_ARCHS:-90a}" >"$out/$name/build.log" 2>&1 &&
@@ -65,19 +73,37 @@ runs_tests() {
   esac
 }
 
+# tests_in_build DIR: whether a variant built in DIR runs its GPU tests (an env: variant runs A's)
+tests_in_build() {
+  local name
+  for name in "${names[@]}"; do [ "${build[$name]}" = "$1" ] && runs_tests "$name" && return 0; done
+  return 1
+}
+
 names=(A)
-declare -A build=([A]=$PWD/build-gpu)
+declare -A build=([A]=$PWD/build-gpu) run_env=([A]="")
 letters=(B C D E F G H I J K)
+for i in "${!variants[@]}"; do
+  name=${letters[i]} v=${variants[i]}
+  names+=("$name")
+  echo "$name = $v" >>"$out/variants.txt"
+  if [[ $v == env:* ]]; then
+    build[$name]=$PWD/build-gpu
+    run_env[$name]=${v#env:}
+    run_env[$name]=${run_env[$name]//,/ }
+  else
+    build[$name]=$src/$name/build-gpu
+    run_env[$name]=""
+  fi
+done
 start=$SECONDS
 configure_and_build A "$PWD" "$PWD/build-gpu" &
-for i in "${!patches[@]}"; do
+for i in "${!variants[@]}"; do
   name=${letters[i]}
-  names+=("$name")
-  build[$name]=$src/$name/build-gpu
-  echo "$name = ${patches[i]}" >>"$out/variants.txt"
+  [[ ${variants[i]} == env:* ]] && continue
   mkdir -p "$src/$name"
   tar --exclude=./build-gpu --exclude=./build -cf - . | tar -xf - -C "$src/$name"
-  (cd "$src/$name" && patch -p1 -s <"${patches[i]}") || exit 1
+  (cd "$src/$name" && patch -p1 -s <"${variants[i]}") || exit 1
   configure_and_build "$name" "$src/$name" "${build[$name]}" &
 done
 wait
@@ -99,7 +125,9 @@ fi
 
 for name in "${names[@]}"; do
   if runs_tests "$name"; then
-    ctest --test-dir "${build[$name]}" -L gpu --output-on-failure >"$out/$name/gpu-tests.log" 2>&1
+    mkdir -p "$out/$name"
+    # shellcheck disable=SC2086  # NAME=VALUE words
+    env ${run_env[$name]} ctest --test-dir "${build[$name]}" -L gpu --output-on-failure >"$out/$name/gpu-tests.log" 2>&1
     echo "$name: $(grep -E "tests passed|tests failed" "$out/$name/gpu-tests.log")"
   fi
 done
@@ -108,19 +136,21 @@ done
 measure() {
   local name=$1 dir=$out/$1/$2 b=${build[$1]}
   mkdir -p "$dir"
+  local e
+  read -r -a e <<<"${run_env[$1]}"
   local prefill_args=()
   [ "$prefill" -gt 0 ] && prefill_args=(--prefill "$prefill")
   if [[ $benches == *" tetra "* ]]; then
     # shellcheck disable=SC2086  # the context list is meant to split
-    timeout 150 "$b/src/tetra" bench --synthetic v4-flash --layers "$layers" --batch 1 32 --context $contexts \
+    env "${e[@]}" timeout 150 "$b/src/tetra" bench --synthetic v4-flash --layers "$layers" --batch 1 32 --context $contexts \
       "${prefill_args[@]}" --steps 5 --json "$dir/tetra.json" >"$dir/tetra.log" 2>&1 || echo "$name: tetra bench failed"
   fi
   [[ $benches == *" linear "* ]] &&
-    timeout 60 "$b/bench/tetra_cuda_linear_bench" --tokens 1 --timing graph --json "$dir/linear.json" >"$dir/linear.txt" 2>&1
-  [[ $benches == *" small_ops "* ]] && timeout 60 "$b/bench/tetra_cuda_small_ops_bench" >"$dir/small_ops.txt" 2>&1
+    env "${e[@]}" timeout 60 "$b/bench/tetra_cuda_linear_bench" --tokens 1 --timing graph --json "$dir/linear.json" >"$dir/linear.txt" 2>&1
+  [[ $benches == *" small_ops "* ]] && env "${e[@]}" timeout 60 "$b/bench/tetra_cuda_small_ops_bench" >"$dir/small_ops.txt" 2>&1
   [[ $benches == *" attention "* ]] &&
-    timeout 60 "$b/bench/tetra_cuda_attention_bench" --json "$dir/attn.json" >"$dir/attn.txt" 2>&1
-  [[ $benches == *" indexer "* ]] && timeout 60 "$b/bench/tetra_cuda_indexer_bench" >"$dir/indexer.txt" 2>&1
+    env "${e[@]}" timeout 60 "$b/bench/tetra_cuda_attention_bench" --json "$dir/attn.json" >"$dir/attn.txt" 2>&1
+  [[ $benches == *" indexer "* ]] && env "${e[@]}" timeout 60 "$b/bench/tetra_cuda_indexer_bench" >"$dir/indexer.txt" 2>&1
   return 0
 }
 for round in $(seq "$rounds"); do

@@ -78,7 +78,8 @@ json report_json(const BenchReport& r, const std::string& command, const std::st
   j["command"] = command;
   j["date"] = date;
   j["device"] = {{"kind", o.device}, {"name", r.device.name},
-                 {"memory_bytes", r.device.memory ? json(*r.device.memory) : json(nullptr)}};
+                 {"memory_bytes", r.device.memory ? json(*r.device.memory) : json(nullptr)},
+                 {"kernel_launches", r.device.kernel_launches.empty() ? json(nullptr) : json(r.device.kernel_launches)}};
   j["geometry"] = o.geometry;
   j["layers"] = r.config.n_layers;
   j["format"] = synthetic_format_name(o.format);
@@ -166,6 +167,7 @@ void print_report(const BenchReport& r, std::ostream& out) {
     std::snprintf(line, sizeof line, ", bf16 matrix %.0f TFLOP/s", *r.ceilings.matrix_flops_per_s / 1e12);
     out << line;
   }
+  if (!r.device.kernel_launches.empty()) out << "; " << r.device.kernel_launches << " kernel launches";
   out << "\n\n";
   if (!r.decode.empty()) {
     std::snprintf(line, sizeof line, "%6s %9s %12s %12s %12s %12s %12s %8s %8s %10s\n", "batch", "context", "step ms",

@@ -88,7 +88,9 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
   const auto backend = make_backend(o.device);
   Backend& be = *backend;
   r.device = device_info(o.device);
-  log << "device: " << r.device.name << "\n";
+  log << "device: " << r.device.name;
+  if (!r.device.kernel_launches.empty()) log << ", " << r.device.kernel_launches << " kernel launches";
+  log << "\n";
   r.ceilings = measure_ceilings(o.device);
   log << "copy bandwidth: " << r.ceilings.copy_bytes_per_s / 1e9 << " GB/s (read + write)";
   if (r.ceilings.matrix_flops_per_s) log << ", bf16 matrix rate: " << *r.ceilings.matrix_flops_per_s / 1e12 << " TFLOP/s";

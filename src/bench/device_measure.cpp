@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #ifdef TETRA_WITH_CUDA
+#include "backend/cuda/launch_mode.h"
 #include "bench/cuda_measure.h"
 #endif
 
@@ -52,11 +53,11 @@ bool is_cuda(const std::string& device) {
 
 DeviceInfo device_info(const std::string& device) {
 #ifdef TETRA_WITH_CUDA
-  if (is_cuda(device)) return {cuda_device_name(), cuda_device_memory()};
+  if (is_cuda(device)) return {cuda_device_name(), cuda_device_memory(), cuda::early_launches() ? "early (PDL)" : "plain"};
 #else
   is_cuda(device);
 #endif
-  return {cpu_model_name(), std::nullopt};
+  return {cpu_model_name(), std::nullopt, ""};
 }
 
 Ceilings measure_ceilings(const std::string& device) {

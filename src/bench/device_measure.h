@@ -11,6 +11,7 @@ namespace tetra::bench {
 struct DeviceInfo {
   std::string name;                   // "NVIDIA H200", or the CPU's model name
   std::optional<uint64_t> memory;     // device memory (GPU only)
+  std::string kernel_launches;        // GPU: "early (PDL)" or "plain" (launch_mode.h); CPU: empty
 };
 
 struct Ceilings {

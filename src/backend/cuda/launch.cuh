@@ -7,19 +7,16 @@
 // anything (the buffer may still be read by an earlier kernel); what it reads before then must
 // be immutable (weights). allow_next_kernel() is harmless in any kernel: the next one still
 // waits for this one to finish before it touches data.
-// What an earlier kernel wrote is read with coherent loads, never __ldg or a const __restrict__
-// pointer: ptxas takes a non-coherent load's data as constant for the whole kernel and issued the
-// FP8 linears' activation loads before griddepcontrol.wait (their SASS, docs/cuda.md "PDL"; the
-// NaN of the V4-Flash decode). tools/pdl_sass_check.py finds such loads in a build's kernels.
-// TETRA_CUDA_PDL (the CMake option of the same name) is 0 by default: everything launches
-// plainly until a GPU run of the early launches passes the V4-Flash GPU tests (docs/cuda.md, "PDL").
+// What an earlier kernel wrote is read with coherent loads (a plain dereference, or __ldca where
+// that compiles to generic loads), never __ldg or a const __restrict__ pointer: ptxas takes a
+// non-coherent load's data as constant for the whole kernel and issued the FP8 linears' activation
+// loads before griddepcontrol.wait (their SASS, docs/cuda.md "PDL"; the NaN of the V4-Flash decode). tools/pdl_sass_check.py finds such loads in a build's kernels.
+// Whether launch_early launches early at all: early_launches() (launch_mode.h; the environment's
+// TETRA_CUDA_PDL, else the build's default, plain launches until a GPU run confirms them).
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
-
-#ifndef TETRA_CUDA_PDL
-#define TETRA_CUDA_PDL 0
-#endif
+#include "backend/cuda/launch_mode.h"
 
 namespace tetra::cuda {
 
@@ -65,7 +62,7 @@ void launch_early_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, un
                             cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attributes[2]{};
   attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[0].val.programmaticStreamSerializationAllowed = TETRA_CUDA_PDL;
+  attributes[0].val.programmaticStreamSerializationAllowed = early_launches();
   attributes[1].id = cudaLaunchAttributeClusterDimension;
   attributes[1].val.clusterDim.x = cluster_x;
   attributes[1].val.clusterDim.y = 1;

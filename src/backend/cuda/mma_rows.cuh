@@ -86,7 +86,10 @@ __device__ __forceinline__ void chunk_mma(const uint4 (&raw)[kMmaTiles][2], cons
   using C = MmaCodes<F>;
   // The activation loads are L2 hits whose latency, paid once per group, bounded the first
   // version (short rows took 8 µs whatever their size): when the chunk's activations fit in
-  // 64 registers, they are all requested before the first group's decode.
+  // 64 registers, they are all requested before the first group's decode. __ldca (ld.global.ca):
+  // a coherent load, which stays after the wait for the kernel ahead where __ldg's did not
+  // (launch.cuh); a plain dereference here compiled to generic loads, 75 more instructions in the
+  // NVFP4 loop and a spill in the FP8 expert down-projection.
   constexpr bool kPreload = NT * C::values <= 64;
   float preloaded[kPreload ? NT : 1][kPreload ? C::values : 1];
   if constexpr (kPreload) {
@@ -94,7 +97,7 @@ __device__ __forceinline__ void chunk_mma(const uint4 (&raw)[kMmaTiles][2], cons
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int v = 0; v < C::values / 4; ++v) {
-        const float4 f = Present || x[j] ? reinterpret_cast<const float4*>(x[j])[v] : make_float4(0, 0, 0, 0);
+        const float4 f = Present || x[j] ? __ldca(reinterpret_cast<const float4*>(x[j]) + v) : make_float4(0, 0, 0, 0);
         preloaded[j][4 * v] = f.x;
         preloaded[j][4 * v + 1] = f.y;
         preloaded[j][4 * v + 2] = f.z;
@@ -137,7 +140,7 @@ __device__ __forceinline__ void chunk_mma(const uint4 (&raw)[kMmaTiles][2], cons
         const float4* src = reinterpret_cast<const float4*>(x[j] + gi * C::group);
 #pragma unroll
         for (int v = 0; v < C::group / 4; ++v) {
-          const float4 f = src[v];
+          const float4 f = __ldca(src + v);
           xv[4 * v] = f.x;
           xv[4 * v + 1] = f.y;
           xv[4 * v + 2] = f.z;
