@@ -55,8 +55,9 @@ fi
 # Debian's (package nvidia-cuda-toolkit, non-free, CUDA 11.8): it and the nvdisasm it runs, unpacked
 # into /usr/local/lib/tetra (the whole package would put a second, older nvcc on the PATH). The
 # package lists are fetched into a temporary folder: the system's apt sources stay as they are.
-cuda_bin=/usr/local/cuda/bin
-if [ -x "$cuda_bin/nvcc" ] && [ ! -x "$cuda_bin/cuobjdump" ] && [ ! -x /usr/local/lib/tetra/cuobjdump ]; then
+nvcc_path=/usr/local/cuda/bin/nvcc
+[ -x "$nvcc_path" ] || nvcc_path=$(command -v nvcc || true)
+if [ -n "$nvcc_path" ] && [ ! -x "$(dirname "$nvcc_path")/cuobjdump" ] && [ ! -x /usr/local/lib/tetra/cuobjdump ]; then
   echo "setup: fetching cuobjdump (Debian nvidia-cuda-toolkit)"
   sudo_cmd=""
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
