@@ -8,7 +8,8 @@ loads went out before the wait and decoded NaN on the H200). So in every kernel 
 reports each instruction reachable from the entry without passing a wait that is
   - a non-coherent global load other than the weights' streaming loads (`LDG...CONSTANT` without
     `.NA`, the L1::no_allocate of `load_streaming`): data an earlier kernel may still be writing;
-  - a global store, atomic or reduction: memory an earlier kernel may still be reading.
+  - a global store, atomic or reduction: memory an earlier kernel may still be reading;
+  - an indirect branch, whose targets the walk cannot follow (so it cannot vouch for them).
 A conditional branch a few instructions ahead over a wait that runs straight on into the branch's
 target is the `if (!waited) wait` of a loop's first pass: before the first wait it is not taken,
 and the walk follows the wait.
@@ -46,7 +47,8 @@ def skipped_wait(code, branch, target):
     `if (!waited) wait` of a loop, whose branch is not taken before the first wait. An early exit
     over a wait is not that (the wait's path never reaches the target)."""
     waits = [j for j in range(branch + 1, target) if code[j][1] == "ACQBULK"]
-    return bool(waits) and all(opcode(code[j][1]) not in ("BRA", "BRX", "EXIT", "RET") for j in range(waits[-1], target))
+    return bool(waits) and all(not opcode(code[j][1]).startswith(("BRA", "BRX", "JMP", "JMX", "EXIT", "RET"))
+                               for j in range(waits[-1], target))
 
 
 def check_function(code):
@@ -67,15 +69,20 @@ def check_function(code):
             why = violation(op)
             if why:
                 found.append((address, text, why))
-            if op in ("BRA", "BRX"):
+            if op.startswith("BRX") or op.startswith("JMX"):
+                found.append((address, text, "indirect branch before the wait: its targets are not followed"))
+                break
+            if op.startswith("BRA") or op.startswith("JMP"):
+                # BRA.DIV, BRA.U.ANY: taken on a condition of their own, like a predicated branch
+                conditional = predicated or op not in ("BRA", "JMP")
                 m = TARGET.search(text.split(None, 1)[1] if predicated else text)
                 target = index.get(int(m.group(1), 16)) if m else None
-                skips_wait = predicated and target is not None and 0 < target - k <= LOOKAHEAD and skipped_wait(code, k, target)
+                skips_wait = conditional and target is not None and 0 < target - k <= LOOKAHEAD and skipped_wait(code, k, target)
                 if target is not None and not skips_wait:
                     stack.append(target)
-                if not predicated:
+                if not conditional:
                     break
-            if op in ("EXIT", "RET") and not predicated:
+            if (op.startswith("EXIT") or op.startswith("RET") or op.startswith("BPT.TRAP")) and not predicated:
                 break
             k += 1
     return sorted(found)

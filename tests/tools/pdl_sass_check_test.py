@@ -46,6 +46,15 @@ store = function("_Z5storePf", [
     (0x40, "EXIT"),
 ])
 never_waits = function("_Z6nowaitPKf", [(0x00, "LDG.E.128.CONSTANT R8, desc[UR6][R12.64]"), (0x10, "EXIT")])
+# A divergence branch is conditional: its target is followed too; an indirect one cannot be.
+divergent = function("_Z3divPKf", [
+    (0x00, "BRA.DIV UR4, 0x30"),
+    (0x10, "ACQBULK"),
+    (0x20, "EXIT"),
+    (0x30, "LDG.E.64.CONSTANT R8, desc[UR6][R12.64]"),
+    (0x40, "BRA 0x10"),
+])
+indirect = function("_Z8indirectPKf", [(0x00, "BRX R4 -0x10"), (0x10, "ACQBULK"), (0x20, "EXIT")])
 
 
 def check(listing):
@@ -55,7 +64,7 @@ def check(listing):
         return subprocess.run([sys.executable, tool, f.name], capture_output=True, text=True)
 
 
-bad = check(hoisted + loop + store + never_waits)
+bad = check(hoisted + loop + store + never_waits + divergent + indirect)
 print(bad.stdout, bad.stderr)
 assert bad.returncode == 1, "violations exit 1"
 assert "_Z7hoistedPKfPf: 1 instruction(s) before griddepcontrol.wait" in bad.stdout, "the hoisted activation load"
@@ -63,7 +72,9 @@ assert "0x0010 LDG.E.128.CONSTANT" in bad.stdout and "non-coherent load before t
 assert "_Z5storePf: 1 instruction(s)" in bad.stdout and "global write before the wait" in bad.stdout
 assert "_Z4loopPKfPf" not in bad.stdout, "the first pass waits before its activation loads"
 assert "_Z6nowaitPKf" not in bad.stdout, "a kernel that never waits is not checked"
-assert "3 kernels wait for the kernel ahead; 2 read or write before the wait" in bad.stdout
+assert "_Z3divPKf: 1 instruction(s)" in bad.stdout, "the divergence branch's target"
+assert "_Z8indirectPKf: 1 instruction(s)" in bad.stdout and "indirect branch before the wait" in bad.stdout
+assert "5 kernels wait for the kernel ahead; 4 read or write before the wait" in bad.stdout
 
 clean = check(loop + never_waits)
 print(clean.stdout, clean.stderr)
