@@ -70,12 +70,13 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     tetra, peer, base = load(a.tetra), load(a.tetra_peer), load(a.baseline)
-    out = {"gpu": None, "date": None, "command": a.command}
+    out = {"gpu": None, "date": None, "command": a.command, "kernel_launches": None}
     notes = {}
     out.update({k: None for k in KEYS})
 
     if tetra:
         out["gpu"] = tetra["device"]["name"]
+        out["kernel_launches"] = tetra["device"].get("kernel_launches")  # "plain" or "early (PDL)"
         out["date"] = tetra["date"]
         h = tetra["headline"]
         ctx, layers = h["decode_context"], tetra["layers"]
