@@ -21,7 +21,7 @@ cuobjdump where the toolkit has none; that one reads sm_90 images once their ELF
 in its older form, which this does).
 
 Usage: tools/pdl_sass_check.py FILE... ; exit 0 clean, 1 violations, 2 could not check."""
-import os, re, shutil, struct, subprocess, sys, tempfile
+import concurrent.futures, os, re, shutil, struct, subprocess, sys, tempfile
 
 INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);")
 TARGET = re.compile(r"0x([0-9a-f]+)")
@@ -146,7 +146,7 @@ def cuobjdump_major(tool):
 
 
 def listings(path, tool, legacy):
-    """SASS text of each CUDA image in path."""
+    """SASS text of each CUDA image in path (the images disassembled side by side, one a core)."""
     if path.endswith(".sass"):
         yield open(path).read()
         return
@@ -154,21 +154,24 @@ def listings(path, tool, legacy):
         images = list(cuda_images(f.read()))
     if not images:
         raise RuntimeError(f"{path}: no uncompressed CUDA ELF image inside")
+    env = dict(os.environ, NVDISASM_PATH=os.path.dirname(os.path.abspath(tool)))  # cuobjdump runs nvdisasm
     with tempfile.TemporaryDirectory() as tmp:
+        cubins = []
         for n, image in enumerate(images):
             if legacy:
                 image = legacy_header(image)
                 if image is None:
                     print(f"{path}: image {n} is not sm_90, which CUDA 11's cuobjdump cannot read: not checked")
                     continue
-            cubin = os.path.join(tmp, f"{n}.cubin")
-            with open(cubin, "wb") as f:
+            cubins.append(os.path.join(tmp, f"{n}.cubin"))
+            with open(cubins[-1], "wb") as f:
                 f.write(image)
-            env = dict(os.environ, NVDISASM_PATH=os.path.dirname(os.path.abspath(tool)))  # it runs nvdisasm
-            run = subprocess.run([tool, "-sass", cubin], capture_output=True, text=True, env=env)
-            if run.returncode != 0:
-                raise RuntimeError(f"{path}: {tool} -sass failed: {run.stderr.strip()}")
-            yield run.stdout
+        disassemble = lambda cubin: subprocess.run([tool, "-sass", cubin], capture_output=True, text=True, env=env)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            for run in pool.map(disassemble, cubins):
+                if run.returncode != 0:
+                    raise RuntimeError(f"{path}: {tool} -sass failed: {run.stderr.strip()}")
+                yield run.stdout
 
 
 def main(paths):
