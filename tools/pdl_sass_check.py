@@ -23,7 +23,8 @@ in its older form, which this does).
 Usage: tools/pdl_sass_check.py FILE... ; exit 0 clean, 1 violations, 2 could not check."""
 import concurrent.futures, os, re, shutil, struct, subprocess, sys, tempfile
 
-INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);")
+from sass_loops import functions  # a listing's functions: (name, [(address, instruction)])
+
 TARGET = re.compile(r"0x([0-9a-f]+)")
 EM_CUDA = 190
 LOOKAHEAD = 6  # instructions between a branch and the wait it skips
@@ -46,7 +47,7 @@ def skipped_wait(code, branch, target):
     """Whether code[branch + 1 : target] holds a wait that runs straight on into target: the
     `if (!waited) wait` of a loop, whose branch is not taken before the first wait. An early exit
     over a wait is not that (the wait's path never reaches the target)."""
-    waits = [j for j in range(branch + 1, target) if code[j][1] == "ACQBULK"]
+    waits = [j for j in range(branch + 1, target) if opcode(code[j][1]) == "ACQBULK" and not code[j][1].startswith("@")]
     return bool(waits) and all(not opcode(code[j][1]).startswith(("BRA", "BRX", "JMP", "JMX", "EXIT", "RET"))
                                for j in range(waits[-1], target))
 
@@ -86,12 +87,6 @@ def check_function(code):
                 break
             k += 1
     return sorted(found)
-
-
-def functions(listing):
-    for part in re.split(r"\n\s*Function : ", listing)[1:]:
-        name = part.split("\n", 1)[0].strip()
-        yield name, [(int(a, 16), re.sub(r"\s+", " ", t.strip())) for a, t in INSTRUCTION.findall(part)]
 
 
 def cuda_images(data):

@@ -85,7 +85,8 @@ assert none.returncode == 2 and "no kernel that waits" in none.stderr, none.stde
 
 # The images inside an object: a CUDA ELF (CUDA 13's header: ABI 8, sm_90a) amid other bytes is
 # found whole, its sections included; the header rewritten for CUDA 11's cuobjdump names sm_90.
-import importlib.util, struct
+import importlib.util, os, struct
+sys.path.insert(0, os.path.dirname(os.path.abspath(tool)))  # its sibling sass_loops.py
 spec = importlib.util.spec_from_file_location("pdl_sass_check", tool)
 checker = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(checker)
