@@ -144,12 +144,15 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
   // A time is reported only for a step that computed numbers: the V4-Flash geometry once decoded
   // all-NaN logits on the H200 (kernels chained by PDL, docs/perf.md, thirty-sixth run) and
   // every figure of the run still looked plausible.
-  auto require_finite = [&](const std::vector<float>& logits) {
+  // The digest of a timed step's logits, downloaded once they are checked.
+  auto checked_digest = [&](const Tensor& out_logits) {
+    const std::vector<float> logits = be.download(out_logits);
     if (const int64_t bad = count_nonfinite(logits)) {
       ++r.nonfinite_points;
       runtime_error("its logits are not finite (", bad, " of ", logits.size(),
                     " values are NaN or infinite): the step computed garbage, so its time is not reported");
     }
+    return logits_digest(logits);
   };
   // Downloading one value waits for everything queued before it: the end of a step.
   const Tensor fence = be.upload(std::vector<float>{0.0f}, {1});
@@ -190,9 +193,7 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
           if (step == 0) profiled.emplace(o.device);
           if (step == o.steps) {
             profiled.reset();  // the download is not a step's work
-            const std::vector<float> logits = be.download(out.logits);
-            d.logits_digest = logits_digest(logits);
-            require_finite(logits);
+            d.logits_digest = checked_digest(out.logits);
           }
         }
         // One more step, eager, untimed: the experts its tokens touch in each layer price the
@@ -251,9 +252,7 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
         finish();
         p.seconds.push_back(seconds_since(s0));
         profiled.reset();
-        const std::vector<float> logits = be.download(out.logits);
-        p.logits_digest = logits_digest(logits);
-        require_finite(logits);
+        p.logits_digest = checked_digest(out.logits);
         spent += p.seconds.back();
       }
     });
