@@ -14,19 +14,15 @@ A conditional branch a few instructions ahead over a wait that runs straight on 
 target is the `if (!waited) wait` of a loop's first pass: before the first wait it is not taken,
 and the walk follows the wait.
 
-Input: objects, static libraries or cubins (their embedded CUDA ELF images are extracted), or SASS
-listings (`cuobjdump -sass` output, *.sass). The disassembler: `cuobjdump` of the CUDA toolkit
-(CUDA_PATH, /usr/local/cuda, PATH), or TETRA_CUOBJDUMP (scripts/setup.sh fetches Debian's CUDA 11.8
-cuobjdump where the toolkit has none; that one reads sm_90 images once their ELF header is written
-in its older form, which this does).
+Input: objects, static libraries or cubins (their embedded CUDA ELF images are extracted and
+disassembled: sass_listing.py says with what), or SASS listings (`cuobjdump -sass` output, *.sass).
 
 Usage: tools/pdl_sass_check.py FILE... ; exit 0 clean, 1 violations, 2 could not check."""
-import concurrent.futures, os, re, shutil, struct, subprocess, sys, tempfile
+import re, sys
 
-from sass_loops import functions  # a listing's functions: (name, [(address, instruction)])
+from sass_listing import functions, listings
 
 TARGET = re.compile(r"0x([0-9a-f]+)")
-EM_CUDA = 190
 LOOKAHEAD = 6  # instructions between a branch and the wait it skips
 
 
@@ -89,100 +85,14 @@ def check_function(code):
     return sorted(found)
 
 
-def cuda_images(data):
-    """The CUDA ELF images inside an object, archive or cubin (uncompressed fatbin entries)."""
-    start = 0
-    while (start := data.find(b"\x7fELF", start)) >= 0:
-        if len(data) >= start + 64 and data[start + 4] == 2 and struct.unpack_from("<H", data, start + 18)[0] == EM_CUDA:
-            shoff, = struct.unpack_from("<Q", data, start + 40)
-            phoff, = struct.unpack_from("<Q", data, start + 32)
-            phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, start + 54)
-            end = max(shoff + shentsize * shnum, phoff + phentsize * phnum)
-            for s in range(shnum):  # a section may lie after the header table
-                off, size = struct.unpack_from("<QQ", data, start + shoff + s * shentsize + 24)
-                stype, = struct.unpack_from("<I", data, start + shoff + s * shentsize + 4)
-                if stype != 8:  # SHT_NOBITS
-                    end = max(end, off + size)
-            yield data[start:start + end]
-            start += end
-        else:
-            start += 4
-
-
-def legacy_header(image):
-    """The image with its ELF header in the form CUDA 11 tools read (ABI 7, sm in the low flags),
-    or None when it is another architecture than sm_90."""
-    b = bytearray(image)
-    if b[8] < 8:
-        return bytes(b)
-    flags, = struct.unpack_from("<I", b, 0x30)
-    sm = (flags >> 8) & 0xFF
-    if sm != 90:
-        return None
-    b[7], b[8] = 0x33, 7
-    struct.pack_into("<I", b, 0x14, 0x76)
-    struct.pack_into("<I", b, 0x30, sm | (sm << 16) | 0x500)
-    return bytes(b)
-
-
-def find_cuobjdump():
-    if os.environ.get("TETRA_CUOBJDUMP"):
-        return os.environ["TETRA_CUOBJDUMP"]
-    for root in (os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and os.access(os.path.join(root, "bin", "cuobjdump"), os.X_OK):
-            return os.path.join(root, "bin", "cuobjdump")
-    return shutil.which("cuobjdump")
-
-
-def cuobjdump_major(tool):
-    out = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"release (\d+)", out)
-    return int(m.group(1)) if m else 0
-
-
-def listings(path, tool, legacy):
-    """SASS text of each CUDA image in path (the images disassembled side by side, one a core)."""
-    if path.endswith(".sass"):
-        yield open(path).read()
-        return
-    with open(path, "rb") as f:
-        images = list(cuda_images(f.read()))
-    if not images:
-        raise RuntimeError(f"{path}: no uncompressed CUDA ELF image inside")
-    env = dict(os.environ, NVDISASM_PATH=os.path.dirname(os.path.abspath(tool)))  # cuobjdump runs nvdisasm
-    with tempfile.TemporaryDirectory() as tmp:
-        cubins = []
-        for n, image in enumerate(images):
-            if legacy:
-                image = legacy_header(image)
-                if image is None:
-                    print(f"{path}: image {n} is not sm_90, which CUDA 11's cuobjdump cannot read: not checked")
-                    continue
-            cubins.append(os.path.join(tmp, f"{n}.cubin"))
-            with open(cubins[-1], "wb") as f:
-                f.write(image)
-        disassemble = lambda cubin: subprocess.run([tool, "-sass", cubin], capture_output=True, text=True, env=env)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            for run in pool.map(disassemble, cubins):
-                if run.returncode != 0:
-                    raise RuntimeError(f"{path}: {tool} -sass failed: {run.stderr.strip()}")
-                yield run.stdout
-
-
 def main(paths):
     if not paths:
         print(__doc__.split("Usage: ")[1].split("\n")[0], file=sys.stderr)
         return 2
-    tool = find_cuobjdump()
-    needs_tool = any(not p.endswith(".sass") for p in paths)
-    if needs_tool and not tool:
-        print("pdl_sass_check: no cuobjdump (CUDA toolkit, PATH or TETRA_CUOBJDUMP; scripts/setup.sh fetches one)", file=sys.stderr)
-        return 2
-    legacy = needs_tool and cuobjdump_major(tool) < 12
     waiting = bad = 0
     try:
         for path in paths:
-            for listing in listings(path, tool, legacy):
+            for listing in listings(path):
                 for name, code in functions(listing):
                     found = check_function(code)
                     if found is None:

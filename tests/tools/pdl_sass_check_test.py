@@ -3,8 +3,7 @@
 store issued before griddepcontrol.wait is reported with its kernel; the weights' streaming loads
 before the wait, and a loop whose first pass waits (`if (!waited) wait`) before its activation
 loads, are not; kernels that never wait are not checked; exit 1 on a violation, 0 when clean, 2
-when no kernel in the input waits. Then the CUDA ELF images it cuts out of an object, and the
-header it rewrites for CUDA 11's cuobjdump."""
+when no kernel in the input waits."""
 import subprocess, sys, tempfile
 
 tool = sys.argv[1]
@@ -83,33 +82,4 @@ assert clean.returncode == 0 and "1 kernels wait for the kernel ahead; 0 read or
 none = check(never_waits)
 assert none.returncode == 2 and "no kernel that waits" in none.stderr, none.stderr
 
-# The images inside an object: a CUDA ELF (CUDA 13's header: ABI 8, sm_90a) amid other bytes is
-# found whole, its sections included; the header rewritten for CUDA 11's cuobjdump names sm_90.
-import importlib.util, os, struct
-sys.path.insert(0, os.path.dirname(os.path.abspath(tool)))  # its sibling sass_loops.py
-spec = importlib.util.spec_from_file_location("pdl_sass_check", tool)
-checker = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(checker)
-
-
-def cuda_elf(payload):
-    header = bytearray(64)
-    header[0:4], header[4], header[5], header[7], header[8] = b"\x7fELF", 2, 1, 0x41, 8
-    struct.pack_into("<HHI", header, 16, 2, checker.EM_CUDA, 1)
-    struct.pack_into("<QQQI", header, 24, 0, 0, 64 + len(payload), 0x6005A04)  # entry, phoff, shoff, flags
-    struct.pack_into("<HHHHHH", header, 52, 64, 56, 0, 64, 2, 0)  # no program headers, two sections
-    null = bytes(64)
-    text = bytearray(64)
-    struct.pack_into("<IIQQQQ", text, 0, 1, 1, 0, 0, 64, len(payload))  # PROGBITS at 64
-    return bytes(header) + payload + null + bytes(text)
-
-
-image = cuda_elf(b"SASS" * 8)
-found = list(checker.cuda_images(b"host ELF\x7fELF\x02junk" + image + b"trailing bytes"))
-assert found == [image], "one image, cut at its end"
-legacy = checker.legacy_header(image)
-assert legacy[7] == 0x33 and legacy[8] == 7 and struct.unpack_from("<I", legacy, 0x30)[0] == 0x5A055A
-sm100 = bytearray(image)
-struct.pack_into("<I", sm100, 0x30, 0x6006404)
-assert checker.legacy_header(bytes(sm100)) is None, "not sm_90: left out"
 print("ok")
