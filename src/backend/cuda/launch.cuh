@@ -12,7 +12,7 @@
 // non-coherent load's data as constant for the whole kernel and issued the FP8 linears' activation
 // loads before griddepcontrol.wait (their SASS, docs/cuda.md "PDL"; the NaN of the V4-Flash decode). tools/pdl_sass_check.py finds such loads in a build's kernels.
 // Whether launch_early launches early at all: early_launches() (launch_mode.h; the environment's
-// TETRA_CUDA_PDL, else the build's default, plain launches until a GPU run confirms them).
+// TETRA_CUDA_PDL, else the build's default).
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
