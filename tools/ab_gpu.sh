@@ -14,8 +14,12 @@
 # equal A's bit for bit (tetra bench's digests), come last. Make a patch here with
 # `git diff main...BRANCH > .gpu_carry/x.patch`. A variant given as env:NAME=VALUE[,NAME=VALUE...]
 # is A's build run with those environment variables (its tests and benchmarks), e.g.
-# env:TETRA_CUDA_PDL=1 for the early launches: no second build.
-# Usage: tools/ab_gpu.sh [PATCH | env:NAME=VALUE...]...
+# env:TETRA_CUDA_PDL=1 for the early launches: no second build. A variant given as bin:DIR is a
+# `tetra` built on the development machine (tools/pack_gpu_build.sh NAME [PATCH] packs it as
+# DIR=.gpu_carry/bin/NAME), and TETRA_AB_A=bin:DIR makes A one too: nothing is built for those, so
+# a call short of device time spends none on builds; they run `tetra bench` only (no GPU tests,
+# no kernel benchmarks, whose binaries are not packed).
+# Usage: tools/ab_gpu.sh [PATCH | env:NAME=VALUE... | bin:DIR]...
 # Settings: TETRA_AB_LAYERS (20), TETRA_AB_CONTEXTS ("4096"; e.g. "4096 1048575"), TETRA_AB_PREFILL
 # (8192; 0 for none), TETRA_AB_TESTS (1), TETRA_AB_ROUNDS (2), TETRA_AB_BENCHES (which of
 # "tetra linear small_ops attention indexer" run; all by default), TETRA_AB_SASS ("SOURCE REGEX":
@@ -25,13 +29,17 @@ cd "$(dirname "$0")/.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 [ -d .gpu_carry/deps/usr ] && export CMAKE_PREFIX_PATH=$PWD/.gpu_carry/deps/usr
 out=/tmp/tetra-ab src=/tmp/tetra-ab-src
-rm -rf "$out" "$src"
+rm -rf "$out" "$src" /tmp/tetra-ab-bin /tmp/tetra-ab-lib
 mkdir -p "$out"
 tests=${TETRA_AB_TESTS:-1} rounds=${TETRA_AB_ROUNDS:-2}
 benches=" ${TETRA_AB_BENCHES:-tetra linear small_ops attention indexer} "
 layers=${TETRA_AB_LAYERS:-20} prefill=${TETRA_AB_PREFILL:-8192} contexts=${TETRA_AB_CONTEXTS:-4096}
-variants=()  # a patch's absolute path, or env:NAME=VALUE,...
+variants=()  # a patch's absolute path, env:NAME=VALUE,... or bin:DIR (DIR absolute)
 for p in "$@"; do
+  if [[ $p == bin:?* ]]; then
+    variants+=("bin:$(realpath "${p#bin:}")")
+    continue
+  fi
   if [[ $p == env:?*=* ]]; then
     variants+=("$p")
     continue
@@ -43,7 +51,7 @@ done
 # An earlier call's objects of a file a patch changes are newer than the copied tree: touch them
 # (-c: a file the patch creates stays absent, or the copies would hold it empty).
 for p in "${variants[@]}"; do
-  [[ $p == env:* ]] || grep '^+++ b/' "$p" | sed 's|^+++ b/||' | xargs -r touch -c
+  [[ $p == env:* || $p == bin:* ]] || grep '^+++ b/' "$p" | sed 's|^+++ b/||' | xargs -r touch -c
 done
 
 # configure_and_build NAME ROOT BUILD_DIR: the build log in $out/NAME/build.log. Only what the call
@@ -65,6 +73,7 @@ configure_and_build() {
 # runs_tests NAME: whether the variant's GPU tests run (TETRA_AB_TESTS: 1 the patched ones, 2 all,
 # 0 none, or the variants' letters, e.g. "B D": ~70 s a variant, which a 600 s call may not spare)
 runs_tests() {
+  [ -n "${prebuilt[$1]:-}" ] && return 1  # a packed build has no test binaries
   case "$tests" in
     0) return 1 ;;
     1) [ "$1" != A ] ;;
@@ -81,13 +90,19 @@ tests_in_build() {
 }
 
 names=(A)
-declare -A build=([A]=$PWD/build-gpu) run_env=([A]="")
+declare -A build=([A]=$PWD/build-gpu) run_env=([A]="") prebuilt=()
+if [[ ${TETRA_AB_A:-} == bin:?* ]]; then
+  build[A]=$(realpath "${TETRA_AB_A#bin:}") prebuilt[A]=1
+  echo "A = ${TETRA_AB_A}" >>"$out/variants.txt"
+fi
 letters=(B C D E F G H I J K)
 for i in "${!variants[@]}"; do
   name=${letters[i]} v=${variants[i]}
   names+=("$name")
   echo "$name = $v" >>"$out/variants.txt"
-  if [[ $v == env:* ]]; then
+  if [[ $v == bin:* ]]; then
+    build[$name]=${v#bin:} prebuilt[$name]=1 run_env[$name]=""
+  elif [[ $v == env:* ]]; then
     build[$name]=$PWD/build-gpu
     run_env[$name]=${v#env:}
     run_env[$name]=${run_env[$name]//,/ }
@@ -97,16 +112,39 @@ for i in "${!variants[@]}"; do
   fi
 done
 start=$SECONDS
-configure_and_build A "$PWD" "$PWD/build-gpu" &
+[ -n "${prebuilt[A]:-}" ] || configure_and_build A "$PWD" "$PWD/build-gpu" &
 for i in "${!variants[@]}"; do
   name=${letters[i]}
-  [[ ${variants[i]} == env:* ]] && continue
+  [[ ${variants[i]} == env:* || ${variants[i]} == bin:* ]] && continue
   mkdir -p "$src/$name"
   tar --exclude=./build-gpu --exclude=./build -cf - . | tar -xf - -C "$src/$name"
   (cd "$src/$name" && patch -p1 -s <"${variants[i]}") || exit 1
   configure_and_build "$name" "$src/$name" "${build[$name]}" &
 done
 wait
+# Packed builds: the binary unpacked, and the libraries it finds nowhere on this machine from the
+# packed ones (only those: the machine's own come first).
+for name in "${!prebuilt[@]}"; do
+  b=${build[$name]}/src/tetra
+  if [ ! -x "$b" ] && [ -f "$b.xz" ]; then  # unpacked outside the tree, which a later call carries again
+    packed_bin=${build[$name]}
+    build[$name]=/tmp/tetra-ab-bin/$name b=/tmp/tetra-ab-bin/$name/src/tetra
+    mkdir -p "$(dirname "$b")"
+    xz -dc "$packed_bin/src/tetra.xz" >"$b" && chmod +x "$b"
+  else
+    packed_bin=${build[$name]}
+  fi
+  missing=$(ldd "$b" 2>/dev/null | awk '/not found/ {print $1}')
+  if [ -n "$missing" ]; then
+    packed=$(dirname "$packed_bin")/lib.tar.xz
+    [ -f "$packed" ] || { echo "$name: $b needs $missing, and no $packed"; exit 1; }
+    mkdir -p /tmp/tetra-ab-lib/all /tmp/tetra-ab-lib/missing
+    tar -xJf "$packed" -C /tmp/tetra-ab-lib/all --strip-components=1
+    for lib in $missing; do cp "/tmp/tetra-ab-lib/all/$lib" /tmp/tetra-ab-lib/missing/ || exit 1; done
+    export LD_LIBRARY_PATH=/tmp/tetra-ab-lib/missing${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    echo "$name: the packed $missing on the library path"
+  fi
+done
 for name in "${names[@]}"; do
   [ -x "${build[$name]}/src/tetra" ] || { echo "$name: build failed"; tail -20 "$out/$name/build.log"; exit 1; }
 done
@@ -143,14 +181,14 @@ measure() {
   if [[ $benches == *" tetra "* ]]; then
     # shellcheck disable=SC2086  # the context list is meant to split
     env "${e[@]}" timeout 150 "$b/src/tetra" bench --synthetic v4-flash --layers "$layers" --batch 1 32 --context $contexts \
-      "${prefill_args[@]}" --steps 5 --json "$dir/tetra.json" >"$dir/tetra.log" 2>&1 || echo "$name: tetra bench failed"
+      "${prefill_args[@]}" --steps 5 --json "$dir/tetra.json" >"$dir/tetra.log" 2>&1 || echo "$name: tetra bench failed: $(tail -1 "$dir/tetra.log")"
   fi
-  [[ $benches == *" linear "* ]] &&
+  [[ $benches == *" linear "* && -x $b/bench/tetra_cuda_linear_bench ]] &&
     env "${e[@]}" timeout 60 "$b/bench/tetra_cuda_linear_bench" --tokens 1 --timing graph --json "$dir/linear.json" >"$dir/linear.txt" 2>&1
-  [[ $benches == *" small_ops "* ]] && env "${e[@]}" timeout 60 "$b/bench/tetra_cuda_small_ops_bench" >"$dir/small_ops.txt" 2>&1
-  [[ $benches == *" attention "* ]] &&
+  [[ $benches == *" small_ops "* && -x $b/bench/tetra_cuda_small_ops_bench ]] && env "${e[@]}" timeout 60 "$b/bench/tetra_cuda_small_ops_bench" >"$dir/small_ops.txt" 2>&1
+  [[ $benches == *" attention "* && -x $b/bench/tetra_cuda_attention_bench ]] &&
     env "${e[@]}" timeout 60 "$b/bench/tetra_cuda_attention_bench" --json "$dir/attn.json" >"$dir/attn.txt" 2>&1
-  [[ $benches == *" indexer "* ]] && env "${e[@]}" timeout 60 "$b/bench/tetra_cuda_indexer_bench" >"$dir/indexer.txt" 2>&1
+  [[ $benches == *" indexer "* && -x $b/bench/tetra_cuda_indexer_bench ]] && env "${e[@]}" timeout 60 "$b/bench/tetra_cuda_indexer_bench" >"$dir/indexer.txt" 2>&1
   return 0
 }
 for round in $(seq "$rounds"); do
