@@ -26,7 +26,8 @@ src=$work/src
 # rebuilds only what changed, and a file a patch changed back is rebuilt too.
 rm -rf "$work/stage"
 mkdir -p "$work/stage" "$src"
-git ls-files -co --exclude-standard -z | xargs -0 tar -cf - | tar -xf - -C "$work/stage"
+# (a tracked file deleted here is listed but absent: skipped, not an error)
+git ls-files -co --exclude-standard -z | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$work/stage"
 [ -z "$patch" ] || (cd "$work/stage" && patch -p1 -s <"$patch")
 (cd "$work/stage" && find . -type f) | while read -r f; do
   cmp -s "$work/stage/$f" "$src/$f" || { mkdir -p "$(dirname "$src/$f")" && cp "$work/stage/$f" "$src/$f"; }
