@@ -29,7 +29,8 @@ cd "$(dirname "$0")/.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 [ -d .gpu_carry/deps/usr ] && export CMAKE_PREFIX_PATH=$PWD/.gpu_carry/deps/usr
 out=/tmp/tetra-ab src=/tmp/tetra-ab-src
-rm -rf "$out" "$src" /tmp/tetra-ab-bin /tmp/tetra-ab-lib
+rm -rf "$out" "$src" /tmp/tetra-ab-bin
+. tools/unpack_gpu_build.sh
 mkdir -p "$out"
 tests=${TETRA_AB_TESTS:-1} rounds=${TETRA_AB_ROUNDS:-2}
 benches=" ${TETRA_AB_BENCHES:-tetra linear small_ops attention indexer} "
@@ -122,27 +123,11 @@ for i in "${!variants[@]}"; do
   configure_and_build "$name" "$src/$name" "${build[$name]}" &
 done
 wait
-# Packed builds: the binary unpacked, and the libraries it finds nowhere on this machine from the
-# packed ones (only those: the machine's own come first).
+# Packed builds: unpacked outside the tree (which a later call carries again).
 for name in "${!prebuilt[@]}"; do
-  b=${build[$name]}/src/tetra
-  if [ ! -x "$b" ] && [ -f "$b.xz" ]; then  # unpacked outside the tree, which a later call carries again
-    packed_bin=${build[$name]}
-    build[$name]=/tmp/tetra-ab-bin/$name b=/tmp/tetra-ab-bin/$name/src/tetra
-    mkdir -p "$(dirname "$b")"
-    xz -dc "$packed_bin/src/tetra.xz" >"$b" && chmod +x "$b"
-  else
-    packed_bin=${build[$name]}
-  fi
-  missing=$(ldd "$b" 2>/dev/null | awk '/not found/ {print $1}')
-  if [ -n "$missing" ]; then
-    packed=$(dirname "$packed_bin")/lib.tar.xz
-    [ -f "$packed" ] || { echo "$name: $b needs $missing, and no $packed"; exit 1; }
-    mkdir -p /tmp/tetra-ab-lib/all /tmp/tetra-ab-lib/missing
-    tar -xJf "$packed" -C /tmp/tetra-ab-lib/all --strip-components=1
-    for lib in $missing; do cp "/tmp/tetra-ab-lib/all/$lib" /tmp/tetra-ab-lib/missing/ || exit 1; done
-    export LD_LIBRARY_PATH=/tmp/tetra-ab-lib/missing${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    echo "$name: the packed $missing on the library path"
+  if [ ! -x "${build[$name]}/src/tetra" ]; then
+    unpack_gpu_build "${build[$name]}" "/tmp/tetra-ab-bin/$name" || exit 1
+    build[$name]=/tmp/tetra-ab-bin/$name
   fi
 done
 for name in "${names[@]}"; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds `tetra` for the H200 here (Release, sm_90a only) and packs it, xz-compressed, into
-# .gpu_carry/bin/NAME/src/tetra.xz, for tools/ab_gpu.sh's bin:.gpu_carry/bin/NAME variants: a
+# .gpu_carry/bin/NAME/src/tetra.xz with the kernel tracer beside it (bench/), for tools/ab_gpu.sh's
+# bin:.gpu_carry/bin/NAME variants and TETRA_TRACE_BIN=.gpu_carry/bin/NAME tools/trace_decode.sh: a
 # device call then spends no time building (a cold device machine takes ~100 s a tree, which a
 # session short of device time cannot spare). With PATCH, the tree as it is plus that patch.
 # One source copy and build directory (/tmp/tetra-pack) serve every NAME: a call rebuilds only the
@@ -34,12 +35,14 @@ git ls-files -co --exclude-standard -z | tar --null -T - --ignore-failed-read -c
 done
 cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON -DBUILD_TESTING=OFF \
   -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null
-ninja -C "$work/build" tetra
+ninja -C "$work/build" tetra tetra_kernel_trace
 dest=.gpu_carry/bin/$name/src
 mkdir -p "$dest"
 strip -o "$dest/tetra" "$work/build/src/tetra"
 rm -f "$dest/tetra.xz"
 xz -T0 -6 "$dest/tetra"
+mkdir -p ".gpu_carry/bin/$name/bench"
+strip -o ".gpu_carry/bin/$name/bench/libtetra_kernel_trace.so" "$work/build/bench/libtetra_kernel_trace.so"
 # The shared libraries it needs from outside the CUDA toolkit and the C library (cpp-httplib,
 # PCRE2, OpenSSL, brotli, ...): the GPU machine's image lacks some; ab_gpu.sh unpacks
 # .gpu_carry/bin/lib.tar.xz onto the library path for whichever of them the machine does not have.
@@ -51,5 +54,7 @@ ldd "$work/build/src/tetra" | awk '$3 ~ /^\// {print $3}' | grep -v -e '/cuda' -
   while read -r lib; do cp -L "$lib" "$libs/"; done
 tar -cJf .gpu_carry/bin/lib.tar.xz -C "$work" lib
 git rev-parse HEAD >".gpu_carry/bin/$name/commit"
+git diff --quiet HEAD -- . || echo "with uncommitted changes" >>".gpu_carry/bin/$name/commit"
+rm -f ".gpu_carry/bin/$name/patch"
 [ -z "$patch" ] || basename "$patch" >".gpu_carry/bin/$name/patch"
 du -sh "$dest/tetra.xz"

@@ -4,6 +4,8 @@
 # injected and once without (the tracer's cost on the step time is the difference), and prints
 # tools/kernel_timeline.py's tables for the traced graph launches: the median step of each batch.
 # Output under $OUT (or /tmp/tetra-trace): trace.csv.gz, traced.log, plain.log, timeline.txt.
+# TETRA_TRACE_BIN=DIR: a build tools/pack_gpu_build.sh packed (DIR=.gpu_carry/bin/NAME): nothing is
+#   built here.
 # Usage: tools/trace_decode.sh [bench arguments...]
 #   (default: --synthetic v4-flash --layers 20 --batch 1 32 --context 4096 --steps 3)
 # TETRA_TRACE_SEQUENCE (60): how many of a step's first kernels to list in end order.
@@ -18,13 +20,21 @@ mkdir -p "$out"
 [ -d .gpu_carry/deps/usr ] && export CMAKE_PREFIX_PATH=$PWD/.gpu_carry/deps/usr
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(--synthetic v4-flash --layers 20 --batch 1 32 --context 4096 --steps 3)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="${TETRA_CUDA_ARCHS:-90a}" >"$out/build.log" 2>&1 &&
-  ninja -C build-gpu tetra tetra_kernel_trace >>"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-tracer=$PWD/build-gpu/bench/libtetra_kernel_trace.so
-CUDA_INJECTION64_PATH=$tracer TETRA_KERNEL_TRACE=$out/trace.csv build-gpu/src/tetra bench "${args[@]}" \
+build=$PWD/build-gpu
+if [ -n "${TETRA_TRACE_BIN:-}" ]; then
+  . tools/unpack_gpu_build.sh
+  build=/tmp/tetra-trace-bin
+  unpack_gpu_build "$TETRA_TRACE_BIN" "$build" || exit 1
+  [ -f "$build/bench/libtetra_kernel_trace.so" ] || { echo "$TETRA_TRACE_BIN has no packed kernel tracer"; exit 1; }
+else
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${TETRA_CUDA_ARCHS:-90a}" >"$out/build.log" 2>&1 &&
+    ninja -C build-gpu tetra tetra_kernel_trace >>"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+fi
+tracer=$build/bench/libtetra_kernel_trace.so
+CUDA_INJECTION64_PATH=$tracer TETRA_KERNEL_TRACE=$out/trace.csv "$build/src/tetra" bench "${args[@]}" \
   >"$out/traced.log" 2>&1 || { tail -30 "$out/traced.log"; exit 1; }
-build-gpu/src/tetra bench "${args[@]}" >"$out/plain.log" 2>&1 || { tail -30 "$out/plain.log"; exit 1; }
+"$build/src/tetra" bench "${args[@]}" >"$out/plain.log" 2>&1 || { tail -30 "$out/plain.log"; exit 1; }
 echo "== times, traced then plain"
 grep -A1 -E "^(decode|prefill):" "$out/traced.log" "$out/plain.log" | grep -v "^--"
 timeline=(--sequence "${TETRA_TRACE_SEQUENCE:-60}")

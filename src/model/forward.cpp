@@ -343,20 +343,22 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
   const ModelConfig& c = config_;
   const int64_t hd = c.head_dim;
   const Tensor& inv_freq = b.ratio > 0 ? inv_freq_compressed_ : inv_freq_main_;
-  // x's projections: q's and kv's, the compressors' (compressed layers), the indexer's head
-  // weights (CSA).
+  // x's projections: q's and kv's first; the compressors' (compressed layers) and the indexer's
+  // head weights (CSA) on the branch that consumes them, so that qr's norm does not wait for them
+  // (a backend runs a set of one format in one launch, and one launch after another).
   struct CompressorInputs {
     Tensor kv, gate;
   } main_in, index_in;
   Tensor q_a, kv_a, index_head_weights, q_b, index_q;
-  std::vector<Projection> from_x{{&b.wq_a, &q_a}, {&b.wkv, &kv_a}};
-  if (b.ratio > 0)
-    from_x.insert(from_x.end(), {{&b.compressor.wkv, &main_in.kv}, {&b.compressor.wgate, &main_in.gate}});
-  if (b.ratio == 4)
-    from_x.insert(from_x.end(), {{&b.index_compressor.wkv, &index_in.kv},
-                                 {&b.index_compressor.wgate, &index_in.gate},
-                                 {&b.index_weights, &index_head_weights}});
-  project(be_, x, from_x, batch.runs);
+  project(be_, x, {{&b.wq_a, &q_a}, {&b.wkv, &kv_a}}, batch.runs);
+  auto project_compressors = [&] {
+    std::vector<Projection> from_x{{&b.compressor.wkv, &main_in.kv}, {&b.compressor.wgate, &main_in.gate}};
+    if (b.ratio == 4)
+      from_x.insert(from_x.end(), {{&b.index_compressor.wkv, &index_in.kv},
+                                   {&b.index_compressor.wgate, &index_in.gate},
+                                   {&b.index_weights, &index_head_weights}});
+    project(be_, x, from_x, batch.runs);
+  };
   // qr's projections: q's heads and (CSA) the indexer's queries.
   auto project_qr = [&] {
     const Tensor qr = be_.rms_norm(q_a, &b.q_norm, c.q_lora_rank, c.norm_eps);
@@ -408,14 +410,14 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
     selected = be_.indexer_topk(qi, index_head_weights, keys, caches_.indexer, batch.at, ih, c.index_topk, b.ratio,
                                 1.0 / std::sqrt(double(ihd)) / std::sqrt(double(ih)));
   };
-  // The compressors need only x's projections: their chains of small kernels run beside the
+  // The compressors need only x: their projections and chains of small kernels run beside the
   // query's path (in CSA the indexer's keys beside qr's projections, then the queries and the
   // main compressor beside the indexer's top-k).
   if (b.ratio == 4) {
-    be_.concurrently(store_index_keys, project_qr);
+    be_.concurrently([&] { project_compressors(); store_index_keys(); }, project_qr);
     be_.concurrently([&] { queries(); store_compressed(); }, select);
   } else if (b.ratio > 0) {
-    be_.concurrently(store_compressed, [&] { project_qr(); queries(); });
+    be_.concurrently([&] { project_compressors(); store_compressed(); }, [&] { project_qr(); queries(); });
   } else {
     project_qr();
     queries();
