@@ -55,6 +55,13 @@ void recorded(std::string& error, std::ostream& log, F&& f) {
 
 }  // namespace
 
+int64_t layers_within(const std::string& geometry, SyntheticFormat f, uint64_t bytes) {
+  const int64_t all = synthetic_geometry(geometry, std::nullopt).n_layers;
+  int64_t fit = 0;
+  while (fit < all && synthetic_model_bytes(synthetic_geometry(geometry, fit + 1), f) <= bytes) ++fit;
+  return fit;
+}
+
 uint64_t logits_digest(const std::vector<float>& logits) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (const float v : logits) {
@@ -106,11 +113,22 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
     r.capacity.two_gpus = sequences_that_fit(*r.device.memory, 2, r.capacity.model_weight_bytes, r.capacity.bytes_per_sequence);
   }
 
+  // What does not fit fails here, named, not as an allocation deep in the load or the first step.
+  r.weight_bytes = synthetic_model_bytes(c, o.format);
+  auto gb = [](uint64_t bytes) { return cat(double(bytes) / 1e9, " GB"); };
+  auto fewer_layers = [&] {
+    return r.device.memory ? cat("; ", layers_within(o.geometry, o.format, *r.device.memory), " layers' weights fit in ",
+                                 gb(*r.device.memory), ", and the caches and activations need room beside them: try fewer (--layers)")
+                           : std::string();
+  };
+  if (r.device.memory && r.weight_bytes > *r.device.memory)
+    runtime_error("the synthetic ", o.geometry, " model of ", c.n_layers, " layers has ", gb(r.weight_bytes),
+                  " of weights, more than the device's ", gb(*r.device.memory), fewer_layers());
+
   auto t0 = Clock::now();
   const SyntheticWeights synthetic(c, o.format, o.seed);
   r.generate_seconds = seconds_since(t0);
   r.host_bytes = synthetic.host_bytes();
-  r.weight_bytes = synthetic_model_bytes(c, o.format);
   log << c.n_layers << " layers, " << synthetic_format_name(o.format) << ": " << double(r.weight_bytes) / 1e9
       << " GB of weights from " << double(r.host_bytes) / 1e9 << " GB of shared host buffers (" << r.generate_seconds
       << " s to generate)\n";
@@ -123,7 +141,12 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
   r.load_seconds = seconds_since(t0);
   log << "loaded in " << r.load_seconds << " s\n";
   t0 = Clock::now();
-  r.routing = balance_routing(*model, be, o.seed);
+  try {
+    r.routing = balance_routing(*model, be, o.seed);
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::runtime) throw;
+    runtime_error("balancing the routers after loading ", gb(r.weight_bytes), " of weights: ", e.what(), fewer_layers());
+  }
   if (r.routing.steps > 0)
     log << "routers balanced in " << r.routing.steps << " steps of " << r.routing.tokens << " tokens ("
         << seconds_since(t0) << " s): the busiest expert " << r.routing.busiest_before << " -> "

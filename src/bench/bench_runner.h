@@ -53,6 +53,9 @@ struct PrefillResult {
 
 // FNV-1a over the bits of every logit: equal digests, the same step computed bit for bit (two
 // builds of a change meant to keep the bits, or one point measured in two runs).
+// The most layers of `geometry` whose weights in format `f` take at most `bytes` (0: not one).
+int64_t layers_within(const std::string& geometry, SyntheticFormat f, uint64_t bytes);
+
 uint64_t logits_digest(const std::vector<float>& logits);
 std::string digest_hex(uint64_t digest);  // 16 hex digits
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "bench/bench_runner.h"
 #include "bench/decode_floor.h"
 #include "bench/geometry.h"
 #include "bench/kv_capacity.h"
@@ -158,6 +159,19 @@ TEST(BenchArithmetic, SequencesThatFit) {
   EXPECT_EQ(sequences_that_fit(100, 2, 40, 7), 22);  // (200 - 40) / 7
   EXPECT_EQ(sequences_that_fit(100, 1, 150, 7), 0);  // the weights alone do not fit
   EXPECT_EQ(sequences_that_fit(100, 2, 150, 7), 7);
+}
+
+// What `tetra bench` names when a model does not fit: the layers whose weights do (20 layers of
+// V4-Flash in NVFP4, 78.8 GB, loaded on an 80 GB H100 and failed at its first steps).
+TEST(BenchArithmetic, LayersWithin) {
+  const auto bytes = [](int64_t layers) {
+    return synthetic_model_bytes(synthetic_geometry("v4-flash", layers), SyntheticFormat::nvfp4);
+  };
+  EXPECT_EQ(layers_within("v4-flash", SyntheticFormat::nvfp4, bytes(20)), 20);
+  EXPECT_EQ(layers_within("v4-flash", SyntheticFormat::nvfp4, bytes(20) - 1), 19);
+  EXPECT_EQ(layers_within("v4-flash", SyntheticFormat::nvfp4, bytes(1) - 1), 0);
+  const int64_t all = synthetic_geometry("v4-flash", std::nullopt).n_layers;
+  EXPECT_EQ(layers_within("v4-flash", SyntheticFormat::nvfp4, bytes(all) + 1), all);
 }
 
 TEST(BenchArithmetic, PublishedGeometries) {
