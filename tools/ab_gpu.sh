@@ -86,7 +86,12 @@ runs_tests() {
 # tests_in_build DIR: whether a variant built in DIR runs its GPU tests (an env: variant runs A's)
 tests_in_build() {
   local name
-  for name in "${names[@]}"; do [ "${build[$name]}" = "$1" ] && runs_tests "$name" && return 0; done
+  local b
+  for name in "${names[@]}"; do
+    b=${build[$name]}
+    [ "$b" = A ] && b=${build[A]}
+    [ "$b" = "$1" ] && runs_tests "$name" && return 0
+  done
   return 1
 }
 
@@ -104,7 +109,7 @@ for i in "${!variants[@]}"; do
   if [[ $v == bin:* ]]; then
     build[$name]=${v#bin:} prebuilt[$name]=1 run_env[$name]=""
   elif [[ $v == env:* ]]; then
-    build[$name]=$PWD/build-gpu
+    build[$name]=A  # A's build, wherever it is (resolved below)
     run_env[$name]=${v#env:}
     run_env[$name]=${run_env[$name]//,/ }
   else
@@ -131,6 +136,7 @@ for name in "${!prebuilt[@]}"; do
   fi
 done
 for name in "${names[@]}"; do
+  [ "${build[$name]}" = A ] && build[$name]=${build[A]}
   [ -x "${build[$name]}/src/tetra" ] || { echo "$name: build failed"; tail -20 "$out/$name/build.log"; exit 1; }
 done
 echo "== built in $((SECONDS - start)) s"

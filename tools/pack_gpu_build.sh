@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds `tetra` for the H200 here (Release, sm_90a only) and packs it, xz-compressed, into
-# .gpu_carry/bin/NAME/src/tetra.xz with the kernel tracer beside it (bench/), for tools/ab_gpu.sh's
+# .gpu_carry/bin/NAME/src/tetra.xz with the kernel tracer and the linear bench beside it (bench/), for tools/ab_gpu.sh's
 # bin:.gpu_carry/bin/NAME variants and TETRA_TRACE_BIN=.gpu_carry/bin/NAME tools/trace_decode.sh: a
 # device call then spends no time building (a cold device machine takes ~100 s a tree, which a
 # session short of device time cannot spare). With PATCH, the tree as it is plus that patch.
@@ -35,7 +35,7 @@ git ls-files -co --exclude-standard -z | tar --null -T - --ignore-failed-read -c
 done
 cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON -DBUILD_TESTING=OFF \
   -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null
-ninja -C "$work/build" tetra tetra_kernel_trace
+ninja -C "$work/build" tetra tetra_kernel_trace tetra_cuda_linear_bench
 dest=.gpu_carry/bin/$name/src
 mkdir -p "$dest"
 strip -o "$dest/tetra" "$work/build/src/tetra"
@@ -43,6 +43,9 @@ rm -f "$dest/tetra.xz"
 xz -T0 -6 "$dest/tetra"
 mkdir -p ".gpu_carry/bin/$name/bench"
 strip -o ".gpu_carry/bin/$name/bench/libtetra_kernel_trace.so" "$work/build/bench/libtetra_kernel_trace.so"
+rm -f ".gpu_carry/bin/$name/bench/tetra_cuda_linear_bench.xz"
+strip -o ".gpu_carry/bin/$name/bench/tetra_cuda_linear_bench" "$work/build/bench/tetra_cuda_linear_bench"
+xz -T0 -6 ".gpu_carry/bin/$name/bench/tetra_cuda_linear_bench"
 # The shared libraries it needs from outside the CUDA toolkit and the C library (cpp-httplib,
 # PCRE2, OpenSSL, brotli, ...): the GPU machine's image lacks some; ab_gpu.sh unpacks
 # .gpu_carry/bin/lib.tar.xz onto the library path for whichever of them the machine does not have.

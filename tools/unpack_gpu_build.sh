@@ -1,7 +1,7 @@
 # Sourced by the GPU machine's scripts (tools/ab_gpu.sh, tools/trace_decode.sh): a build that
 # tools/pack_gpu_build.sh packed here, unpacked there.
-# unpack_gpu_build PACKED DEST: PACKED/src/tetra.xz (and PACKED/bench/*.so, the kernel tracer, when
-# packed) into DEST/src and DEST/bench, and the shared libraries the binary finds nowhere on the
+# unpack_gpu_build PACKED DEST: PACKED/src/tetra.xz (and, when packed, PACKED/bench/*.so, the kernel
+# tracer, and the linear bench) into DEST/src and DEST/bench, and the shared libraries the binary finds nowhere on the
 # machine taken from PACKED/../lib.tar.xz onto LD_LIBRARY_PATH (only those: the machine's own come
 # first). Returns non-zero, with a message, when something is missing.
 unpack_gpu_build() {
@@ -12,6 +12,10 @@ unpack_gpu_build() {
   if [ -d "$packed/bench" ]; then
     mkdir -p "$dest/bench"
     cp "$packed"/bench/*.so "$dest/bench/" || return 1
+    if [ -f "$packed/bench/tetra_cuda_linear_bench.xz" ]; then
+      xz -dc "$packed/bench/tetra_cuda_linear_bench.xz" >"$dest/bench/tetra_cuda_linear_bench" &&
+        chmod +x "$dest/bench/tetra_cuda_linear_bench" || return 1
+    fi
   fi
   missing=$(ldd "$b" 2>/dev/null | awk '/not found/ {print $1}')
   [ -n "$missing" ] || return 0
