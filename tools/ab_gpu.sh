@@ -86,12 +86,7 @@ runs_tests() {
 # tests_in_build DIR: whether a variant built in DIR runs its GPU tests (an env: variant runs A's)
 tests_in_build() {
   local name
-  local b
-  for name in "${names[@]}"; do
-    b=${build[$name]}
-    [ "$b" = A ] && b=${build[A]}
-    [ "$b" = "$1" ] && runs_tests "$name" && return 0
-  done
+  for name in "${names[@]}"; do [ "${build[$name]}" = "$1" ] && runs_tests "$name" && return 0; done
   return 1
 }
 
@@ -109,7 +104,7 @@ for i in "${!variants[@]}"; do
   if [[ $v == bin:* ]]; then
     build[$name]=${v#bin:} prebuilt[$name]=1 run_env[$name]=""
   elif [[ $v == env:* ]]; then
-    build[$name]=A  # A's build, wherever it is (resolved below)
+    build[$name]=${build[A]}  # A's build, packed or not
     run_env[$name]=${v#env:}
     run_env[$name]=${run_env[$name]//,/ }
   else
@@ -128,15 +123,16 @@ for i in "${!variants[@]}"; do
   configure_and_build "$name" "$src/$name" "${build[$name]}" &
 done
 wait
-# Packed builds: unpacked outside the tree (which a later call carries again).
+# Packed builds: unpacked outside the tree (which a later call carries again); every variant that
+# runs a packed build (an env: variant of a packed A) then runs the unpacked one.
 for name in "${!prebuilt[@]}"; do
-  if [ ! -x "${build[$name]}/src/tetra" ]; then
-    unpack_gpu_build "${build[$name]}" "/tmp/tetra-ab-bin/$name" || exit 1
-    build[$name]=/tmp/tetra-ab-bin/$name
+  packed=${build[$name]}
+  if [ ! -x "$packed/src/tetra" ]; then
+    unpack_gpu_build "$packed" "/tmp/tetra-ab-bin/$name" || exit 1
+    for other in "${names[@]}"; do [ "${build[$other]}" = "$packed" ] && build[$other]=/tmp/tetra-ab-bin/$name; done
   fi
 done
 for name in "${names[@]}"; do
-  [ "${build[$name]}" = A ] && build[$name]=${build[A]}
   [ -x "${build[$name]}/src/tetra" ] || { echo "$name: build failed"; tail -20 "$out/$name/build.log"; exit 1; }
 done
 echo "== built in $((SECONDS - start)) s"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds `tetra` for the H200 here (Release, sm_90a only) and packs it, xz-compressed, into
-# .gpu_carry/bin/NAME/src/tetra.xz with the kernel tracer and the linear bench beside it (bench/), for tools/ab_gpu.sh's
-# bin:.gpu_carry/bin/NAME variants and TETRA_TRACE_BIN=.gpu_carry/bin/NAME tools/trace_decode.sh: a
-# device call then spends no time building (a cold device machine takes ~100 s a tree, which a
-# session short of device time cannot spare). With PATCH, the tree as it is plus that patch.
+# .gpu_carry/bin/NAME/src/tetra.xz with the kernel tracer and the linear bench beside it (bench/),
+# for tools/ab_gpu.sh's bin:.gpu_carry/bin/NAME variants and TETRA_TRACE_BIN=.gpu_carry/bin/NAME
+# tools/trace_decode.sh: a device call then spends no time building (a cold device machine takes
+# ~100 s a tree, which a session short of device time cannot spare). With PATCH, the tree as it is plus that patch.
 # One source copy and build directory (/tmp/tetra-pack) serve every NAME: a call rebuilds only the
 # files that differ from the last call's tree (a patch's, for a B after an A).
 # Usage: tools/pack_gpu_build.sh NAME [PATCH]

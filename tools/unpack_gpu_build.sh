@@ -1,9 +1,9 @@
 # Sourced by the GPU machine's scripts (tools/ab_gpu.sh, tools/trace_decode.sh): a build that
 # tools/pack_gpu_build.sh packed here, unpacked there.
 # unpack_gpu_build PACKED DEST: PACKED/src/tetra.xz (and, when packed, PACKED/bench/*.so, the kernel
-# tracer, and the linear bench) into DEST/src and DEST/bench, and the shared libraries the binary finds nowhere on the
-# machine taken from PACKED/../lib.tar.xz onto LD_LIBRARY_PATH (only those: the machine's own come
-# first). Returns non-zero, with a message, when something is missing.
+# tracer, and the linear bench) into DEST/src and DEST/bench, and the shared libraries the binary
+# finds nowhere on the machine taken from PACKED/../lib.tar.xz onto LD_LIBRARY_PATH (only those:
+# the machine's own come first). Returns non-zero, with a message, when something is missing.
 unpack_gpu_build() {
   local packed=$1 dest=$2 b=$2/src/tetra missing libs lib
   [ -f "$packed/src/tetra.xz" ] || { echo "unpack_gpu_build: no $packed/src/tetra.xz" >&2; return 1; }
