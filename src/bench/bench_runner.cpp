@@ -145,7 +145,10 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
     r.routing = balance_routing(*model, be, o.seed);
   } catch (const Error& e) {
     if (e.code() != ExitCode::runtime) throw;
-    runtime_error("balancing the routers after loading ", gb(r.weight_bytes), " of weights: ", e.what(), fewer_layers());
+    // The layers hint only for memory: a kernel's fault (an illegal instruction) is not the model's size.
+    const bool out_of_memory = std::string_view(e.what()).find("out of memory") != std::string_view::npos;
+    runtime_error("balancing the routers after loading ", gb(r.weight_bytes), " of weights: ", e.what(),
+                  out_of_memory ? fewer_layers() : std::string());
   }
   if (r.routing.steps > 0)
     log << "routers balanced in " << r.routing.steps << " steps of " << r.routing.tokens << " tokens ("
