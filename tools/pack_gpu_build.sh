@@ -36,16 +36,17 @@ done
 cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON -DBUILD_TESTING=OFF \
   -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null
 ninja -C "$work/build" tetra tetra_kernel_trace tetra_cuda_linear_bench
-dest=.gpu_carry/bin/$name/src
-mkdir -p "$dest"
-strip -o "$dest/tetra" "$work/build/src/tetra"
-rm -f "$dest/tetra.xz"
-xz -T0 -6 "$dest/tetra"
-mkdir -p ".gpu_carry/bin/$name/bench"
-strip -o ".gpu_carry/bin/$name/bench/libtetra_kernel_trace.so" "$work/build/bench/libtetra_kernel_trace.so"
-rm -f ".gpu_carry/bin/$name/bench/tetra_cuda_linear_bench.xz"
-strip -o ".gpu_carry/bin/$name/bench/tetra_cuda_linear_bench" "$work/build/bench/tetra_cuda_linear_bench"
-xz -T0 -6 ".gpu_carry/bin/$name/bench/tetra_cuda_linear_bench"
+packed=.gpu_carry/bin/$name
+mkdir -p "$packed/src" "$packed/bench"
+# pack_binary PATH: the build's PATH (relative to it), stripped and xz-compressed, to $packed/PATH.xz
+pack_binary() {
+  rm -f "$packed/$1.xz"
+  strip -o "$packed/$1" "$work/build/$1"
+  xz -T0 -6 "$packed/$1"
+}
+pack_binary src/tetra
+pack_binary bench/tetra_cuda_linear_bench
+strip -o "$packed/bench/libtetra_kernel_trace.so" "$work/build/bench/libtetra_kernel_trace.so"
 # The shared libraries it needs from outside the CUDA toolkit and the C library (cpp-httplib,
 # PCRE2, OpenSSL, brotli, ...): the GPU machine's image lacks some; ab_gpu.sh unpacks
 # .gpu_carry/bin/lib.tar.xz onto the library path for whichever of them the machine does not have.
@@ -56,8 +57,8 @@ ldd "$work/build/src/tetra" | awk '$3 ~ /^\// {print $3}' | grep -v -e '/cuda' -
   -e '/libdl\.so' -e '/libpthread\.so' -e '/librt\.so' -e '/libgcc_s\.so' -e '/libstdc++\.so' |
   while read -r lib; do cp -L "$lib" "$libs/"; done
 tar -cJf .gpu_carry/bin/lib.tar.xz -C "$work" lib
-git rev-parse HEAD >".gpu_carry/bin/$name/commit"
-git diff --quiet HEAD -- . || echo "with uncommitted changes" >>".gpu_carry/bin/$name/commit"
-rm -f ".gpu_carry/bin/$name/patch"
-[ -z "$patch" ] || basename "$patch" >".gpu_carry/bin/$name/patch"
-du -sh "$dest/tetra.xz"
+git rev-parse HEAD >"$packed/commit"
+git diff --quiet HEAD -- . || echo "with uncommitted changes" >>"$packed/commit"
+rm -f "$packed/patch"
+[ -z "$patch" ] || basename "$patch" >"$packed/patch"
+du -sh "$packed/src/tetra.xz"

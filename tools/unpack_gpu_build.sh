@@ -4,17 +4,20 @@
 # tracer, and the linear bench) into DEST/src and DEST/bench, and the shared libraries the binary
 # finds nowhere on the machine taken from PACKED/../lib.tar.xz onto LD_LIBRARY_PATH (only those:
 # the machine's own come first). Returns non-zero, with a message, when something is missing.
+# unpack_binary XZ OUT: the packed executable XZ, decompressed to OUT.
+unpack_binary() {
+  xz -dc "$1" >"$2" && chmod +x "$2"
+}
 unpack_gpu_build() {
   local packed=$1 dest=$2 b=$2/src/tetra missing libs lib
   [ -f "$packed/src/tetra.xz" ] || { echo "unpack_gpu_build: no $packed/src/tetra.xz" >&2; return 1; }
   mkdir -p "$dest/src"
-  xz -dc "$packed/src/tetra.xz" >"$b" && chmod +x "$b" || return 1
+  unpack_binary "$packed/src/tetra.xz" "$b" || return 1
   if [ -d "$packed/bench" ]; then
     mkdir -p "$dest/bench"
     cp "$packed"/bench/*.so "$dest/bench/" || return 1
     if [ -f "$packed/bench/tetra_cuda_linear_bench.xz" ]; then
-      xz -dc "$packed/bench/tetra_cuda_linear_bench.xz" >"$dest/bench/tetra_cuda_linear_bench" &&
-        chmod +x "$dest/bench/tetra_cuda_linear_bench" || return 1
+      unpack_binary "$packed/bench/tetra_cuda_linear_bench.xz" "$dest/bench/tetra_cuda_linear_bench" || return 1
     fi
   fi
   missing=$(ldd "$b" 2>/dev/null | awk '/not found/ {print $1}')
