@@ -389,14 +389,25 @@ int run(int argc, char** argv) {
     per_format += buf;
     std::printf("%s M=1, layers >= 8 MB: min bandwidth fraction %.3f, min speedup vs cuBLAS bf16 %.2fx\n", f.name, fr, sp);
   }
-  std::printf("SUMMARY gemm_m1_min_bw_fraction=%.3f gemm_m1_min_speedup_vs_cublas_bf16=%.3f copy_gbs=%.0f\n", min_fraction,
-              min_speedup, copy_gbs);
+  // No quantized row of 8 MB or more (a --layer or --format choice that leaves none): the headline is
+  // not measured, and says so (null in the JSON) rather than printing the search's starting value.
+  const bool measured = min_fraction < 1e8;
+  const auto figure = [&](double v, const char* absent) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3f", v);
+    return measured ? std::string(text) : std::string(absent);
+  };
+  const std::string fraction_text = figure(min_fraction, "none"), speedup_text = figure(min_speedup, "none");
+  std::printf("SUMMARY gemm_m1_min_bw_fraction=%s gemm_m1_min_speedup_vs_cublas_bf16=%s copy_gbs=%.0f%s\n",
+              fraction_text.c_str(), speedup_text.c_str(), copy_gbs,
+              measured ? "" : " (no quantized layer of 8 MB or more was measured at M = 1)");
   if (!json_path.empty()) {
     FILE* out = std::fopen(json_path.c_str(), "w");
     if (!out) tetra::runtime_error("cannot write ", json_path);
-    std::fprintf(out, "{\"gpu\": \"%s\", \"timing\": \"%s\", \"copy_gbs\": %.0f, \"gemm_m1_min_bw_fraction\": %.3f,\n",
-                 prop.name, timing.graph ? "graph" : "eager", copy_gbs, min_fraction);
-    std::fprintf(out, " \"gemm_m1_min_speedup_vs_cublas_bf16\": %.3f, \"per_format\": {%s},\n", min_speedup,
+    const std::string fraction_json = figure(min_fraction, "null"), speedup_json = figure(min_speedup, "null");
+    std::fprintf(out, "{\"gpu\": \"%s\", \"timing\": \"%s\", \"copy_gbs\": %.0f, \"gemm_m1_min_bw_fraction\": %s,\n",
+                 prop.name, timing.graph ? "graph" : "eager", copy_gbs, fraction_json.c_str());
+    std::fprintf(out, " \"gemm_m1_min_speedup_vs_cublas_bf16\": %s, \"per_format\": {%s},\n", speedup_json.c_str(),
                  per_format.c_str());
     const std::string scope =
         std::string("M = 1, layers of 8 MB or more, the quantized formats (fp8_block, mxfp4, nvfp4); bf16 in per_format; ") +
