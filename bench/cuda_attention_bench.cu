@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <random>
@@ -256,7 +257,7 @@ void write_json(const std::string& path, const std::vector<DecodePoint>& points,
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   const std::string json_path = json_option(argc, argv);
   const CudaStream stream;
   const cudaStream_t s = stream.get();
@@ -299,4 +300,13 @@ int main(int argc, char** argv) {
   for (Layer layer : {Layer::window, Layer::csa, Layer::hca}) point(layer, 1, 8192, 8192, ceil, rng, flush, s);
   if (!json_path.empty()) write_json(json_path, decode, ceil);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // no device, bad options, CUDA errors: the message, not an abort
+    std::fprintf(stderr, "tetra_cuda_attention_bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -269,7 +270,7 @@ void topk_point(const char* name, Workload work, const CudaStream& stream, Timer
 
 }  // namespace
 
-int main() {
+static int run() {
   const CudaStream stream;
   Timer timer(stream);
   cudaDeviceProp prop{};
@@ -294,4 +295,13 @@ int main() {
   topk_point("decode, 1M context", prefill(1 << 20, 1, stream), stream, timer);
   topk_point("prefill 2048 rows, 8k", prefill(8192, 2048, stream), stream, timer);
   return 0;
+}
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {  // no device, CUDA errors: the message, not an abort
+    std::fprintf(stderr, "tetra_cuda_indexer_bench: %s\n", e.what());
+    return 1;
+  }
 }

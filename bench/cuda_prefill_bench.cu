@@ -18,6 +18,7 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -172,7 +173,7 @@ struct LinearShape {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   const std::string json_path = json_option(argc, argv);
   // Transient operands come from the stream-ordered pool, kept as the backend keeps it.
   cudaMemPool_t pool = nullptr;
@@ -404,4 +405,13 @@ int main(int argc, char** argv) {
                  join(json.moe).c_str());
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // no device, bad options, CUDA errors: the message, not an abort
+    std::fprintf(stderr, "tetra_cuda_prefill_bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -16,6 +16,9 @@
 #   TETRA_BENCH_KERNELS (which of step 3's kernel benchmarks run, by name: "attention indexer
 #   linear prefill small_ops"; all by default; the JSON's GEMM and attention keys need "linear
 #   attention")  TETRA_BENCH_TORCH (0 skips the PyTorch small ops)
+#   TETRA_BENCH_PACKED=DIR: no build; tetra and the benches a development machine packed into DIR
+#   (tools/pack_gpu_build.sh NAME: DIR=.gpu_carry/bin/NAME, which has the linear and attention
+#   benches only), unpacked into build-gpu/.
 # The JSON, then the GPU tests, demo parity and the server's e2e in one device call (the same
 # form took 144 s in docs/perf.md's twenty-fourth run, with build-gpu/ already built):
 #   TETRA_BENCH_CONTEXTS="4096 1048575" TETRA_BENCH_KERNELS="linear attention" TETRA_BENCH_TORCH=0 \
@@ -56,7 +59,10 @@ step() {
   return "$rc"
 }
 
-if [ "${TETRA_SKIP_BUILD:-0}" != 1 ]; then
+if [ -n "${TETRA_BENCH_PACKED:-}" ]; then
+  . tools/unpack_gpu_build.sh
+  unpack_gpu_build "$TETRA_BENCH_PACKED" build-gpu || { echo "cannot unpack $TETRA_BENCH_PACKED"; exit 1; }
+elif [ "${TETRA_SKIP_BUILD:-0}" != 1 ]; then
   targets="tetra"  # and the kernel benchmarks step 3 runs
   for k in $kernels; do targets+=" tetra_cuda_${k}_bench"; done
   step build 600 bash -c "cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \

@@ -1,7 +1,8 @@
-# Sourced by the GPU machine's scripts (tools/ab_gpu.sh, tools/trace_decode.sh): a build that
-# tools/pack_gpu_build.sh packed here, unpacked there.
+# Sourced by the GPU machine's scripts (tools/ab_gpu.sh, tools/trace_decode.sh,
+# scripts/bench-h200.sh): a build that tools/pack_gpu_build.sh packed here, unpacked there.
 # unpack_gpu_build PACKED DEST: PACKED/src/tetra.xz (and, when packed, PACKED/bench/*.so, the kernel
-# tracer, and the linear bench) into DEST/src and DEST/bench, and the shared libraries the binary
+# tracer, the benches PACKED/bench/*.xz and the GPU tests PACKED/tests/*.xz) into DEST/src,
+# DEST/bench and DEST/tests, and the shared libraries the binary
 # finds nowhere on the machine taken from PACKED/../lib.tar.xz onto LD_LIBRARY_PATH (only those:
 # the machine's own come first). Returns non-zero, with a message, when something is missing.
 # unpack_binary XZ OUT: the packed executable XZ, decompressed to OUT.
@@ -16,10 +17,15 @@ unpack_gpu_build() {
   if [ -d "$packed/bench" ]; then
     mkdir -p "$dest/bench"
     cp "$packed"/bench/*.so "$dest/bench/" || return 1
-    if [ -f "$packed/bench/tetra_cuda_linear_bench.xz" ]; then
-      unpack_binary "$packed/bench/tetra_cuda_linear_bench.xz" "$dest/bench/tetra_cuda_linear_bench" || return 1
-    fi
   fi
+  local dir xz
+  for dir in bench tests; do
+    for xz in "$packed/$dir"/*.xz; do
+      [ -f "$xz" ] || continue
+      mkdir -p "$dest/$dir"
+      unpack_binary "$xz" "$dest/$dir/$(basename "$xz" .xz)" || return 1
+    done
+  done
   missing=$(ldd "$b" 2>/dev/null | awk '/not found/ {print $1}')
   [ -n "$missing" ] || return 0
   libs=$(dirname "$packed")/lib.tar.xz
