@@ -17,8 +17,8 @@
 # env:TETRA_CUDA_PDL=1 for the early launches: no second build. A variant given as bin:DIR is a
 # `tetra` built on the development machine (tools/pack_gpu_build.sh NAME [PATCH] packs it as
 # DIR=.gpu_carry/bin/NAME), and TETRA_AB_A=bin:DIR makes A one too: nothing is built for those, so
-# a call short of device time spends none on builds; they run `tetra bench` only (no GPU tests,
-# no kernel benchmarks, whose binaries are not packed).
+# a call short of device time spends none on builds; they run `tetra bench` and the kernel
+# benchmarks packed with it (linear, attention), no GPU tests (ctest needs a build tree).
 # Usage: tools/ab_gpu.sh [PATCH | env:NAME=VALUE... | bin:DIR]...
 # Settings: TETRA_AB_LAYERS (20), TETRA_AB_CONTEXTS ("4096"; e.g. "4096 1048575"), TETRA_AB_PREFILL
 # (8192; 0 for none), TETRA_AB_TESTS (1), TETRA_AB_ROUNDS (2), TETRA_AB_BENCHES (which of
@@ -74,7 +74,7 @@ configure_and_build() {
 # runs_tests NAME: whether the variant's GPU tests run (TETRA_AB_TESTS: 1 the patched ones, 2 all,
 # 0 none, or the variants' letters, e.g. "B D": ~70 s a variant, which a 600 s call may not spare)
 runs_tests() {
-  [ -n "${prebuilt[$1]:-}" ] && return 1  # a packed build has no test binaries
+  [ -n "${prebuilt[$1]:-}" ] && return 1  # a packed build has no ctest tree
   case "$tests" in
     0) return 1 ;;
     1) [ "$1" != A ] ;;
