@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <exception>
 #include <functional>
 #include <memory>
 #include <random>
@@ -32,6 +31,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/paged.h"
 #include "json_option.h"
+#include "report_errors.h"
 
 namespace {
 using namespace tetra::cuda;
@@ -303,10 +303,5 @@ static int run(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {  // no device, bad options, CUDA errors: the message, not an abort
-    std::fprintf(stderr, "tetra_cuda_attention_bench: %s\n", e.what());
-    return 1;
-  }
+  return report_errors("tetra_cuda_attention_bench", [&] { return run(argc, argv); });
 }

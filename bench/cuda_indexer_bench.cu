@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <exception>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -27,6 +26,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/paged.cuh"
 #include "backend/cuda/paged.h"
+#include "report_errors.h"
 
 namespace {
 using namespace tetra::cuda;
@@ -298,10 +298,5 @@ static int run() {
 }
 
 int main() {
-  try {
-    return run();
-  } catch (const std::exception& e) {  // no device, CUDA errors: the message, not an abort
-    std::fprintf(stderr, "tetra_cuda_indexer_bench: %s\n", e.what());
-    return 1;
-  }
+  return report_errors("tetra_cuda_indexer_bench", [] { return run(); });
 }

@@ -18,7 +18,6 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
-#include <exception>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -34,6 +33,7 @@
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_grouped.h"
 #include "json_option.h"
+#include "report_errors.h"
 
 namespace {
 using tetra::DType;
@@ -408,10 +408,5 @@ static int run(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {  // no device, bad options, CUDA errors: the message, not an abort
-    std::fprintf(stderr, "tetra_cuda_prefill_bench: %s\n", e.what());
-    return 1;
-  }
+  return report_errors("tetra_cuda_prefill_bench", [&] { return run(argc, argv); });
 }

@@ -10,7 +10,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <exception>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -27,6 +26,7 @@
 #include "backend/cuda/norm_rope.h"
 #include "bench/cuda_measure.h"
 #include "bench/random_fill.h"
+#include "report_errors.h"
 
 namespace {
 using namespace tetra::cuda;
@@ -152,10 +152,5 @@ int run() {
 }  // namespace
 
 int main() {
-  try {
-    return run();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tetra_cuda_small_ops_bench: %s\n", e.what());
-    return 1;
-  }
+  return report_errors("tetra_cuda_small_ops_bench", [] { return run(); });
 }
