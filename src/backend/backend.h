@@ -178,8 +178,10 @@ class Backend {
   // position completes ([n, width or width/2], zeros where it completes none), reading earlier
   // positions of the window (and, with overlap, of the previous one) from `pending`; then each
   // sequence's last positions are kept in `pending` (row t mod pending ring: [kv | gate + ape]).
+  // `runs`: the step's rows per sequence (RowRuns): with one row each the pool reads no ring row
+  // the keep writes, and a backend may do both in one pass.
   virtual Tensor compress(const PagedRows& pending, const Tensor& kv, const Tensor& gate, const Tensor& ape,
-                          const StepRows& at, int64_t ratio, bool overlap) = 0;
+                          const StepRows& at, int64_t ratio, bool overlap, RowRuns runs = {}) = 0;
   // Sparse attention with sinks, the key lists built here: row r (position t) of q [n, heads·d]
   // attends to positions max(0, t-window+1)..t (this step's rows of step_kv, stored-format
   // [n, row], for positions from its sequence's start; `window` ring rows before), then to

@@ -379,7 +379,7 @@ Tensor Model::attention(const Block& b, int64_t layer, const Tensor& x, const Ba
   // The entries of the windows this step's tokens complete (zero rows elsewhere), normalized
   // and rotated to their window's first position.
   auto entries = [&](const Block::Compressor& w, const CompressorInputs& in, StreamKind pending, bool overlap) {
-    const Tensor pooled = be_.compress(paged(pending), in.kv, in.gate, w.ape, batch.at, b.ratio, overlap);
+    const Tensor pooled = be_.compress(paged(pending), in.kv, in.gate, w.ape, batch.at, b.ratio, overlap, batch.runs);
     const int64_t width = pooled.dim(1);
     return be_.rms_norm_rope(pooled, &w.norm, width, c.norm_eps, batch.entry_position.at(b.ratio),
                              inv_freq_compressed_);

@@ -1099,12 +1099,16 @@ TEST_F(CudaOps, PagedStateOps) {
         for (int64_t r = 0; r < n; ++r)
           for (int64_t j = 0; j < k; ++j)
             if (const int64_t e = (pos[size_t(r)] + 1) / ratio; e > 0 && (j + r) % 3 != 2) sel[size_t(r * k + j)] = int32_t(rng() % e);
+        // the step's runs: where every sequence has one row (steps 3 and 8) the CUDA compressor
+        // pools and keeps in one launch, and the later steps pool what it kept
+        const std::vector<int64_t> runs{chunks[0][step], 1, chunks[1][step]};
         auto run = [&](PagedSide& side) {
           Backend& b = side.be;
           const StepRows rows = side.step(at, n);
           std::vector<std::vector<float>> out;
           out.push_back(b.download(b.compress(side.rows(layer, StreamKind::compressor_pending), b.upload(ck, {n, width}),
-                                              b.upload(cg, {n, width}), b.upload(ape, {ratio, width}), rows, ratio, csa)));
+                                              b.upload(cg, {n, width}), b.upload(ape, {ratio, width}), rows, ratio, csa,
+                                              runs)));
           const Tensor step_entries = b.encode_kv(b.upload(entries, {n, d}), kvt, c.rope_dim);
           b.store_rows(side.rows(layer, StreamKind::compressed), step_entries, rows, {0, ratio});
           const Tensor step_kv = b.encode_kv(b.upload(kv, {n, d}), kvt, c.rope_dim);

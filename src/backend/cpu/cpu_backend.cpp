@@ -323,7 +323,7 @@ class CpuBackend final : public Backend {
     cpu::store_rows(dst, rows, at, place);
   }
   Tensor compress(const PagedRows& pending, const Tensor& kv, const Tensor& gate, const Tensor& ape, const StepRows& at,
-                  int64_t ratio, bool overlap) override {
+                  int64_t ratio, bool overlap, RowRuns) override {
     expect(pending.row_bytes == 2 * kv.dim(1) * 4, "compress", "pending rows do not match the width");
     Tensor out = make({kv.rows(), overlap ? kv.dim(1) / 2 : kv.dim(1)}, ElemType::f32);
     cpu::compress(pending, kv, gate, ape, at, ratio, overlap, out);

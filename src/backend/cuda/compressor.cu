@@ -136,13 +136,50 @@ __global__ void __launch_bounds__(kKeepThreads)
   }
 }
 
+// A decode step's pool and keep in one launch: when every sequence has one row (position t), its
+// pool reads the ring rows of positions t - ring + 1 .. t - 1 only, never row t mod ring, which
+// the keep writes, so nothing orders the two (a step of several rows a sequence keeps positions
+// whose ring rows its earlier rows pool: there the keep kernel follows the pool kernel). The
+// thread of pooled channel ch keeps channels ch, ch + out_w, ... of its rows; the same values as
+// pool_kernel and keep_kernel. In a decode step's chain (the indexer's keys of a CSA layer) the
+// keep kernel's one block waited ~6 µs for a slot beside wq_b's blocks (docs/perf.md, thirty-eighth run).
+__global__ void pool_keep_kernel(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n,
+                                 int64_t width, StepView at, int64_t ratio, bool overlap, float* out) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int64_t out_w = overlap ? width / 2 : width;
+  const int64_t ch = int64_t(blockIdx.x) * kPoolThreads + threadIdx.x;
+  if (ch >= out_w) return;
+  const int64_t per = (n + gridDim.y - 1) / gridDim.y, end = min(n, (blockIdx.y + 1) * per);
+#pragma unroll 1
+  for (int64_t r = blockIdx.y * per; r < end; ++r) {
+    pool_channel(pending, kv, gate, ape, width, at, ratio, overlap, r, ch, out + r * out_w + ch);
+    const Tokens tok = tokens_of(r, kv, gate, ape, pending, width, at, ratio, overlap);
+    if (tok.slot < 0) continue;
+    const int64_t t = at.position[r];
+    float* s = reinterpret_cast<float*>(paged_row(pending, tok.slot, t % tok.ring));
+    for (int64_t c = ch; c < width; c += out_w) {
+      float a, z;
+      tok.at(t, c, a, z);
+      s[c] = a;
+      s[width + c] = z;
+    }
+  }
+}
+
 }  // namespace
 
 void compress(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n, int64_t width,
-              StepView at, int64_t ratio, bool overlap, float* out, cudaStream_t stream) {
+              StepView at, int64_t ratio, bool overlap, bool one_row_each, float* out, cudaStream_t stream) {
   const int64_t out_w = overlap ? width / 2 : width;
   if (n * out_w == 0) return;
   const dim3 pool_grid(unsigned((out_w + kPoolThreads - 1) / kPoolThreads), unsigned(std::min<int64_t>(n, kPoolRowBlocks)));
+  if (one_row_each) {
+    launch_early(pool_keep_kernel, pool_grid, dim3(kPoolThreads), 0, stream, pending, kv, gate, ape, n, width, at, ratio,
+                 overlap, out);
+    TETRA_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   launch_early(pool_kernel, pool_grid, dim3(kPoolThreads), 0, stream, pending, kv, gate, ape, n, width, at, ratio,
                overlap, out);
   TETRA_CUDA_CHECK(cudaGetLastError());

@@ -499,12 +499,14 @@ class CudaBackend final : public Backend {
     cuda::store_rows(view(dst), rows.data<uint8_t>(), rows.rows(), view(at), place.ring, place.ratio, stream());
   }
   Tensor compress(const PagedRows& pending, const Tensor& kv, const Tensor& gate, const Tensor& ape, const StepRows& at,
-                  int64_t ratio, bool overlap) override {
+                  int64_t ratio, bool overlap, RowRuns runs) override {
     const int64_t width = kv.dim(1);
     expect(pending.row_bytes == 2 * width * 4, "compress", "pending rows do not match the width");
     Tensor out = make({kv.rows(), overlap ? width / 2 : width}, ElemType::f32);
+    const bool one_row_each =
+        int64_t(runs.size()) == kv.rows() && std::all_of(runs.begin(), runs.end(), [](int64_t n) { return n == 1; });
     cuda::compress(view(pending), kv.data<float>(), gate.data<float>(), ape.data<float>(), kv.rows(), width, view(at), ratio,
-                   overlap, out.data<float>(), stream());
+                   overlap, one_row_each, out.data<float>(), stream());
     return out;
   }
   Tensor attention(const Tensor& q, const Tensor& step_kv, const PagedRows& window, const PagedRows* compressed,

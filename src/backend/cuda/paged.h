@@ -26,8 +26,9 @@ void store_rows(PagedView dst, const uint8_t* rows, int64_t n, StepView at, int6
 
 // The compressor: pooled entries of completed windows into out [n, width or width/2] (zeros
 // elsewhere), then each sequence's last positions into `pending` (rows [kv | gate + ape]).
+// one_row_each: every row is a sequence of its own (a decode step): one launch does both.
 void compress(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n, int64_t width,
-              StepView at, int64_t ratio, bool overlap, float* out, cudaStream_t stream);
+              StepView at, int64_t ratio, bool overlap, bool one_row_each, float* out, cudaStream_t stream);
 
 struct AttentionParams {
   RowFormat format;
