@@ -90,12 +90,36 @@ __device__ __forceinline__ void pool_channel(PagedView pending, const float* kv,
   *o = sum;
 }
 
+// The keep of one decode row (its sequence's only row in the step, position t) by the thread of
+// pooled channel ch: channels ch, ch + out_w, ... of row t mod ring; the values keep_kernel stores.
+__device__ __forceinline__ void keep_row_channels(PagedView pending, const float* kv, const float* gate, const float* ape,
+                                                  int64_t width, StepView at, int64_t ratio, bool overlap, int64_t r,
+                                                  int64_t ch, int64_t out_w) {
+  const Tokens tok = tokens_of(r, kv, gate, ape, pending, width, at, ratio, overlap);
+  if (tok.slot < 0) return;
+  const int64_t t = at.position[r];
+  float* s = reinterpret_cast<float*>(paged_row(pending, tok.slot, t % tok.ring));
+  for (int64_t c = ch; c < width; c += out_w) {
+    float a, z;
+    tok.at(t, c, a, z);
+    s[c] = a;
+    s[width + c] = z;
+  }
+}
+
 // Block (channel block x, y) takes the y-th of gridDim.y runs of consecutive rows: in a prefill
 // only one row in `ratio` completes an entry, and a block per (row, 128 channels) spent its time
 // launching blocks that store zeros (an 8192-row prefill: 224 µs a CSA layer, 344 an HCA one).
 // Consecutive rows, not a stride: rows y, y + 512, ... put all 64 of an HCA prefill's completing
 // rows (every 128th) on 4 blocks, each pooling 16 of them one after another (the likely cause of
 // +12 ms a prefill in the twenty-ninth run of docs/perf.md).
+// Keep: a decode step's pool and keep in one launch. When every sequence has one row (position
+// t), its pool reads the ring rows of positions t - ring + 1 .. t - 1 only, never row t mod ring,
+// which the keep writes, so nothing orders the two (a step of several rows a sequence keeps
+// positions whose ring rows its earlier rows pool: there keep_kernel follows this kernel). In a
+// decode step's chain (the indexer's keys of a CSA layer) keep_kernel's one block waited ~6 µs for
+// a slot beside wq_b's blocks (docs/perf.md, thirty-eighth run).
+template <bool Keep>
 __global__ void pool_kernel(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n,
                             int64_t width, StepView at, int64_t ratio, bool overlap, float* out) {
   wait_for_inputs();
@@ -105,8 +129,10 @@ __global__ void pool_kernel(PagedView pending, const float* kv, const float* gat
   if (ch >= out_w) return;
   const int64_t per = (n + gridDim.y - 1) / gridDim.y, end = min(n, (blockIdx.y + 1) * per);
 #pragma unroll 1
-  for (int64_t r = blockIdx.y * per; r < end; ++r)
+  for (int64_t r = blockIdx.y * per; r < end; ++r) {
     pool_channel(pending, kv, gate, ape, width, at, ratio, overlap, r, ch, out + r * out_w + ch);
+    if constexpr (Keep) keep_row_channels(pending, kv, gate, ape, width, at, ratio, overlap, r, ch, out_w);
+  }
 }
 
 // One block per row: the last `ring` positions of each sequence into the pending ring. A thread
@@ -136,37 +162,6 @@ __global__ void __launch_bounds__(kKeepThreads)
   }
 }
 
-// A decode step's pool and keep in one launch: when every sequence has one row (position t), its
-// pool reads the ring rows of positions t - ring + 1 .. t - 1 only, never row t mod ring, which
-// the keep writes, so nothing orders the two (a step of several rows a sequence keeps positions
-// whose ring rows its earlier rows pool: there the keep kernel follows the pool kernel). The
-// thread of pooled channel ch keeps channels ch, ch + out_w, ... of its rows; the same values as
-// pool_kernel and keep_kernel. In a decode step's chain (the indexer's keys of a CSA layer) the
-// keep kernel's one block waited ~6 µs for a slot beside wq_b's blocks (docs/perf.md, thirty-eighth run).
-__global__ void pool_keep_kernel(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n,
-                                 int64_t width, StepView at, int64_t ratio, bool overlap, float* out) {
-  wait_for_inputs();
-  allow_next_kernel();
-  const int64_t out_w = overlap ? width / 2 : width;
-  const int64_t ch = int64_t(blockIdx.x) * kPoolThreads + threadIdx.x;
-  if (ch >= out_w) return;
-  const int64_t per = (n + gridDim.y - 1) / gridDim.y, end = min(n, (blockIdx.y + 1) * per);
-#pragma unroll 1
-  for (int64_t r = blockIdx.y * per; r < end; ++r) {
-    pool_channel(pending, kv, gate, ape, width, at, ratio, overlap, r, ch, out + r * out_w + ch);
-    const Tokens tok = tokens_of(r, kv, gate, ape, pending, width, at, ratio, overlap);
-    if (tok.slot < 0) continue;
-    const int64_t t = at.position[r];
-    float* s = reinterpret_cast<float*>(paged_row(pending, tok.slot, t % tok.ring));
-    for (int64_t c = ch; c < width; c += out_w) {
-      float a, z;
-      tok.at(t, c, a, z);
-      s[c] = a;
-      s[width + c] = z;
-    }
-  }
-}
-
 }  // namespace
 
 void compress(PagedView pending, const float* kv, const float* gate, const float* ape, int64_t n, int64_t width,
@@ -174,15 +169,10 @@ void compress(PagedView pending, const float* kv, const float* gate, const float
   const int64_t out_w = overlap ? width / 2 : width;
   if (n * out_w == 0) return;
   const dim3 pool_grid(unsigned((out_w + kPoolThreads - 1) / kPoolThreads), unsigned(std::min<int64_t>(n, kPoolRowBlocks)));
-  if (one_row_each) {
-    launch_early(pool_keep_kernel, pool_grid, dim3(kPoolThreads), 0, stream, pending, kv, gate, ape, n, width, at, ratio,
-                 overlap, out);
-    TETRA_CUDA_CHECK(cudaGetLastError());
-    return;
-  }
-  launch_early(pool_kernel, pool_grid, dim3(kPoolThreads), 0, stream, pending, kv, gate, ape, n, width, at, ratio,
-               overlap, out);
+  launch_early(one_row_each ? pool_kernel<true> : pool_kernel<false>, pool_grid, dim3(kPoolThreads), 0, stream, pending,
+               kv, gate, ape, n, width, at, ratio, overlap, out);
   TETRA_CUDA_CHECK(cudaGetLastError());
+  if (one_row_each) return;
   launch_early(keep_kernel, dim3(unsigned(n)), dim3(kKeepThreads), 0, stream, pending, kv, gate, ape, width, at, ratio,
                overlap);
   TETRA_CUDA_CHECK(cudaGetLastError());
