@@ -28,7 +28,8 @@ int run() {
   std::printf("%-13s %9s %9s %9s %9s   (clusters at once, and their blocks)\n", "blocks an SM", "of 1", "of 2", "of 4",
               "of 8");
   for (int per_sm : {1, 2, 3}) {
-    // Each block's share of the SM's shared memory, less the 1 KB the runtime reserves a block.
+    // Each block's share of the SM's shared memory, less 2 KB: the 1 KB the runtime reserves a
+    // block, and 1 KB more so that one block an SM stays within the per-block opt-in limit.
     const size_t shared = prop.sharedMemPerMultiprocessor / size_t(per_sm) - 2048;
     std::printf("%-13d", per_sm);
     for (int size : {1, 2, 4, 8}) {
