@@ -184,11 +184,17 @@ std::vector<int32_t> completion_prompt(const Json& body, const text::Tokenizer& 
 }  // namespace
 
 nlohmann::ordered_json parse_body(const std::string& body) {
+  // Copies, dumps and the chat encoder recurse once per level: a body of 100,000 nested
+  // brackets overflowed a request thread's stack and took the server down.
+  const Json::parser_callback_t depth_limit = [](int depth, Json::parse_event_t, Json&) {
+    if (depth > kMaxJsonDepth) throw ApiError(400, cat("the request body nests JSON deeper than ", kMaxJsonDepth, " levels"));
+    return true;
+  };
   try {
-    Json j = Json::parse(body);
+    Json j = Json::parse(body, depth_limit);
     if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
     return j;
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     throw ApiError(400, cat("the request body is not valid JSON (UTF-8 text): ", e.what()));
   }
 }
@@ -224,6 +230,8 @@ OpenAiRequest read_request(Endpoint endpoint, const nlohmann::ordered_json& body
       prompt = text::encode_chat(messages_with_tools(body), options);
     } catch (const Error& e) {  // the encoder names the message and field
       bad_parameter("messages", e.what());
+    } catch (const Json::exception& e) {  // a field of a type the encoder does not check
+      bad_parameter("messages", cat("a field of 'messages' has the wrong type: ", e.what()));
     }
     g.prompt = encode(tokenizer, prompt);
   } else {

@@ -30,7 +30,9 @@ struct OpenAiRequest {
   text::ThinkingMode thinking_mode = text::ThinkingMode::chat;  // how to read the output (chat)
 };
 
-// Parses the JSON text of a body (400 for invalid JSON, including invalid UTF-8).
+// Parses the JSON text of a body (400 for invalid JSON, including invalid UTF-8, and for
+// values nested deeper than kMaxJsonDepth).
+constexpr int kMaxJsonDepth = 512;
 nlohmann::ordered_json parse_body(const std::string& body);
 
 OpenAiRequest read_request(Endpoint endpoint, const nlohmann::ordered_json& body, const text::Tokenizer& tokenizer,

@@ -60,7 +60,7 @@ std::string text_field(const Json& message, const char* key, size_t index) {
   if (value.is_array()) {  // OpenAI content parts: the text parts, in order
     std::string text;
     for (const Json& part : value) {
-      if (part.value("type", "") != "text" || !part.contains("text"))
+      if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") || !part["text"].is_string())
         usage_error("messages[", index, "].", key, ": only text content parts are supported, got ", part.dump());
       text += part["text"].get<std::string>();
     }
@@ -87,6 +87,11 @@ Json merge_tool_messages(const Json& messages) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const Json& m = messages[i];
     if (!m.is_object()) usage_error("messages[", i, "] is not an object");
+    // Checked here, where the index is the request's: the steps below index into tool_calls.
+    if (non_empty(m, "tool_calls") && !m["tool_calls"].is_array())
+      usage_error("messages[", i, "].tool_calls must be a list, got ", m["tool_calls"].dump());
+    if (m.contains("wo_eos") && !m["wo_eos"].is_null() && !m["wo_eos"].is_boolean())
+      usage_error("messages[", i, "].wo_eos must be true or false, got ", m["wo_eos"].dump());
     const std::string role = role_of(m);
     const bool previous_is_open_user = !merged.empty() && role_of(merged.back()) == "user" &&
                                        merged.back().contains("content_blocks");
@@ -206,8 +211,8 @@ std::string tool_calls_block(const Json& calls, size_t index) {
   const std::string d(v4::kDsml);
   std::string invokes;
   for (const Json& call : calls) {
-    if (!call.contains("function") || !call["function"].contains("name"))
-      usage_error("messages[", index, "].tool_calls: a call has no function name: ", call.dump());
+    if (!call.contains("function") || !call["function"].contains("name") || !call["function"]["name"].is_string())
+      usage_error("messages[", index, "].tool_calls: a call needs a function with a string name, got ", call.dump());
     const Json& f = call["function"];
     if (!invokes.empty()) invokes += '\n';
     invokes += "<" + d + "invoke name=\"" + f["name"].get<std::string>() + "\">\n" +
@@ -238,7 +243,7 @@ struct Renderer {
     if (thinking() && !after_task && (!drop_thinking || index > last_user))
       reasoning = text_field(m, "reasoning_content", index) + std::string(v4::kThinkEnd);
     std::string text = reasoning + text_field(m, "content", index) + tool_calls;
-    if (!m.value("wo_eos", false)) text += v4::kEos;
+    if (!m.contains("wo_eos") || m["wo_eos"] != true) text += v4::kEos;
     return text;
   }
 

@@ -78,6 +78,15 @@ expect_error float_max 400 max_tokens '{"messages":[{"role":"user","content":"x"
 expect_error top_logprobs 400 top_logprobs '{"messages":[{"role":"user","content":"x"}],"top_logprobs":3}'
 expect_error bias 400 logit_bias '{"messages":[{"role":"user","content":"x"}],"logit_bias":{"999999":1}}'
 expect_error stop_type 400 stop '{"messages":[{"role":"user","content":"x"}],"stop":[1]}'
+# Request fields the chat encoder reads, of the wrong type: 400 naming messages, not a 500.
+expect_error wo_eos_type 400 messages '{"messages":[{"role":"assistant","content":"a","wo_eos":"x"},{"role":"user","content":"b"}]}'
+expect_error tool_calls_type 400 messages '{"messages":[{"role":"assistant","content":"","tool_calls":{"function":{"name":"f"}}},{"role":"user","content":"b"}]}'
+expect_error tool_name_type 400 messages '{"messages":[{"role":"assistant","content":"","tool_calls":[{"function":{"name":5}}]},{"role":"user","content":"b"}]}'
+# A number JSON cannot hold is invalid JSON (400), and deep nesting is refused before it
+# overflows a thread's stack (30,000 levels took the ASan build down, 100,000 a release build).
+expect_error number_overflow 400 JSON '{"messages":[{"role":"user","content":"x"}],"temperature":1e400}'
+deep=$(python3 -c "print('[' * 30000 + ']' * 30000)")
+expect_error deep_nesting 400 JSON "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":$deep}"
 expect_error unknown_model 404 model '{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}'
 [ "$(json unknown_model "d['error']['code']")" = model_not_found ] || fail "404 code"
 long=$(python3 -c "print('a ' * 6000)")

@@ -51,6 +51,18 @@ TEST(ChatEncoding, BadInputIsAUsageErrorNamingTheField) {
       {R"([{"role": "developer", "content": ""}, {"role": "user", "content": "x"}])", "developer message needs content"},
       {R"([{"role": "user", "content": "x", "task": "dance"}])", "messages[0].task 'dance'"},
       {R"([{"role": "user", "content": 5}])", "messages[0].content must be a string"},
+      // Fields of the wrong type are usage errors too, never a JSON library exception.
+      {R"([{"role": "assistant", "content": "a", "wo_eos": "yes"}, {"role": "user", "content": "x"}])",
+       "messages[0].wo_eos must be true or false"},
+      {R"([{"role": "assistant", "content": "", "tool_calls": {"function": {"name": "f"}}}, {"role": "user", "content": "x"}])",
+       "messages[0].tool_calls must be a list"},
+      {R"([{"role": "assistant", "content": "", "tool_calls": "f"}, {"role": "user", "content": "x"}])",
+       "messages[0].tool_calls must be a list"},
+      {R"([{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": 5}}]}, {"role": "user", "content": "x"}])",
+       "a call needs a function with a string name"},
+      {R"([{"role": "user", "content": [5]}])", "only text content parts"},
+      {R"([{"role": "user", "content": [{"type": 5, "text": "a"}]}])", "only text content parts"},
+      {R"([{"role": "user", "content": [{"type": "text", "text": 5}]}])", "only text content parts"},
   };
   for (const auto& [messages, message] : bad) {
     try {
