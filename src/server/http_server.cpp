@@ -18,6 +18,10 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(dump(e.body()), "application/json");
 }
 
+ApiError body_too_large(size_t limit) {
+  return ApiError(413, cat("the request body is larger than the limit of ", limit, " bytes"));
+}
+
 int64_t unix_time() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -58,7 +62,7 @@ void OpenAiServer::route() {
   http_.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 413)
-      send_error(res, ApiError(413, cat("the request body is larger than the limit of ", options_.max_body_bytes, " bytes")));
+      send_error(res, body_too_large(options_.max_body_bytes));
     else if (res.status == 404)
       send_error(res, ApiError(404, cat("no such endpoint: ", req.method, " ", req.path)));
     else
@@ -88,18 +92,40 @@ void OpenAiServer::route() {
                         {"owned_by", "tetra"}, {"max_model_len", limits_.context_length}};
     res.set_content(dump(Json{{"object", "list"}, {"data", Json::array({model})}}), "application/json");
   });
-  http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    chat_or_completion(Endpoint::chat, req, res);
-  });
-  http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    chat_or_completion(Endpoint::completions, req, res);
-  });
+  // These read their own body: httplib 0.11.4 holds a body to the limit by its Content-Length
+  // only, and reads a chunked one of any size into memory.
+  const auto post = [this](Endpoint endpoint) {
+    return [this, endpoint](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      std::string body;
+      bool too_large = false;
+      // Past the limit the rest is read and dropped, as httplib skips a long Content-Length
+      // body, so that the connection can carry its next request.
+      const auto keep = [&](const char* data, size_t size) {
+        too_large = too_large || body.size() + size > options_.max_body_bytes;
+        if (!too_large) body.append(data, size);
+        return true;
+      };
+      // The plain reader would call an empty multipart handler on a multipart body.
+      const bool multipart = req.is_multipart_form_data();
+      const bool complete = multipart ? read([](const httplib::MultipartFormData&) { return true; }, keep) : read(keep);
+      if (too_large || res.status == 413)  // 413: httplib skipped a body whose Content-Length is over the limit
+        send_error(res, body_too_large(options_.max_body_bytes));
+      else if (!complete)
+        send_error(res, ApiError(400, "the request body could not be read (bad chunked or multipart encoding)"));
+      else if (multipart)
+        send_error(res, ApiError(400, "the request body must be JSON (Content-Type: application/json), not multipart/form-data"));
+      else
+        chat_or_completion(endpoint, body, res);
+    };
+  };
+  http_.Post("/v1/chat/completions", post(Endpoint::chat));
+  http_.Post("/v1/completions", post(Endpoint::completions));
 }
 
-void OpenAiServer::chat_or_completion(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+void OpenAiServer::chat_or_completion(Endpoint endpoint, const std::string& body, httplib::Response& res) {
   try {
     if (stopping_) throw ApiError(503, "the server is shutting down");
-    const OpenAiRequest r = read_request(endpoint, parse_body(req.body), model_.tokenizer(), limits_);
+    const OpenAiRequest r = read_request(endpoint, parse_body(body), model_.tokenizer(), limits_);
     const std::string id = (endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_request_++);
     if (r.stream)
       answer_stream(r, id, res);

@@ -39,7 +39,7 @@ class OpenAiServer {
 
  private:
   void route();
-  void chat_or_completion(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  void chat_or_completion(Endpoint endpoint, const std::string& body, httplib::Response& res);
   void answer_whole(const OpenAiRequest& r, const std::string& id, httplib::Response& res);
   void answer_stream(const OpenAiRequest& r, const std::string& id, httplib::Response& res);
   uint64_t submit(const OpenAiRequest& r, std::shared_ptr<TextStream> stream);

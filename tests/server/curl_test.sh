@@ -98,6 +98,13 @@ json utf8 "d['error']['message']" | grep -qi "utf-8" || fail "invalid UTF-8 mess
 python3 -c "print('{\"messages\":[{\"role\":\"user\",\"content\":\"' + 'x' * 70000 + '\"}]}')" >"$work/big.req"
 expect_status big 413 "$(call big POST /v1/chat/completions "$work/big.req")"
 json big "d['error']['message']" | grep -q "65536" || fail "413 message does not give the limit"
+# A chunked body has no Content-Length to hold to the limit: the server counts it as it reads.
+got=$(curl -s -o "$work/big_chunked.json" -w '%{http_code}' -H "Authorization: Bearer sekret" -H 'Content-Type: application/json' \
+  -H 'Transfer-Encoding: chunked' --data-binary "@$work/big.req" "$BASE/v1/chat/completions")
+expect_status big_chunked 413 "$got"
+json big_chunked "d['error']['message']" | grep -q "65536" || fail "chunked 413 message does not give the limit"
+got=$(curl -s -o "$work/multipart.json" -w '%{http_code}' -H "Authorization: Bearer sekret" -F 'messages=x' "$BASE/v1/chat/completions")
+expect_status multipart 400 "$got"
 expect_status cmpl_bad_ids 400 "$(call cmpl_bad_ids POST /v1/completions "$(body cmpl_bad_ids '{"prompt":[1,2,99999]}')")"
 expect_status nokey_post 401 "$(call nokey_post POST /v1/chat/completions "$(body nokey_post '{"messages":[{"role":"user","content":"x"}]}')" "")"
 expect_status no_route 404 "$(call no_route GET /v1/nothing)"
