@@ -42,15 +42,17 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   if (!dt) bad("unknown dtype '", dtype, "'");
   e.dtype = *dt;
 
-  uint64_t numel = 1;
+  // The product of the nonzero dimensions must fit in int64 too: shape_numel multiplies left to
+  // right, so [2^62, 2, 0] (no bytes) would overflow before it reaches the zero.
+  uint64_t numel = 1, nonzero = 1;
   for (const auto& d : j["shape"]) {
     if (!d.is_number_unsigned()) bad("shape ", j["shape"].dump(), " has a non-integer or negative dimension");
     const uint64_t v = d.get<uint64_t>();
-    if (v > uint64_t(INT64_MAX) || (v && numel > UINT64_MAX / v)) bad("shape ", j["shape"].dump(), " overflows");
+    if (v > uint64_t(INT64_MAX) || (v && nonzero > uint64_t(INT64_MAX) / v)) bad("shape ", j["shape"].dump(), " overflows");
+    if (v) nonzero *= v;
     numel *= v;
     e.shape.push_back(int64_t(v));
   }
-  if (numel > uint64_t(INT64_MAX)) bad("shape ", j["shape"].dump(), " overflows");
   for (const auto& o : j["data_offsets"])
     if (!o.is_number_unsigned()) bad("data_offsets ", j["data_offsets"].dump(), " are not non-negative integers");
   e.begin = j["data_offsets"][0].get<uint64_t>();

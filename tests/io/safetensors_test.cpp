@@ -92,6 +92,9 @@ TEST_F(SafetensorsTest, HeaderChecksNameFileAndTensor) {
       {R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
        12, "overlap"},
       {R"({"w":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}})", 8, "overflows"},
+      // no bytes, but the dimensions before the zero overflow int64 (shape_numel's running product)
+      {R"({"w":{"dtype":"F32","shape":[4611686018427387904,2,0],"data_offsets":[0,0]}})", 0, "overflows"},
+      {R"({"w":{"dtype":"F32","shape":[4294967296,2147483648,0],"data_offsets":[0,0]}})", 0, "overflows"},
       {R"({"w":[1,2]})", 0, "not an object"},
       {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", 8, "not valid JSON"},
       {R"([1,2,3])", 0, "not a JSON object"},
