@@ -81,6 +81,26 @@ float scalar_f32(const TensorView& v) {
   return NAN;
 }
 
+// The first entry of the hash router's table [vocab, k] that names no expert, as "[row, col] = id";
+// empty when every entry lies in [0, experts). (The routers index expert weights with these ids:
+// the CPU's checks each row it routes, the CUDA kernel traps.)
+std::string first_bad_expert_id(const TensorView& t, int64_t experts) {
+  const int64_t n = t.numel(), k = t.shape.size() == 2 && t.shape[1] > 0 ? t.shape[1] : 1;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t id;
+    if (t.dtype == DType::i32) {
+      int32_t v;
+      std::memcpy(&v, t.data + 4 * i, 4);
+      id = v;
+    } else {
+      std::memcpy(&id, t.data + 8 * i, 8);
+    }
+    if (id < 0 || id >= experts)
+      return "[" + std::to_string(i / k) + ", " + std::to_string(i % k) + "] = " + std::to_string(id);
+  }
+  return "";
+}
+
 // Detects the format of linear layer `role` from the tensors present and checks shapes.
 // Returns an error message, or the filled LinearWeight.
 std::variant<LinearWeight, std::string> detect_linear(Resolver& r, const std::string& role, int64_t out, int64_t in) {
@@ -272,6 +292,13 @@ ModelWeights::ModelWeights(const ModelConfig& config, const TensorStore& store) 
           problems.push_back(r.where(t->first) + " (" + e.role + "): is " + describe(t->second) + ", expected " +
                              (is_index ? "I32/I64 " : "F32/BF16/F16 ") + shape_str(e.shape));
           break;
+        }
+        if (is_index) {
+          if (const std::string bad = first_bad_expert_id(t->second, config.n_routed_experts); !bad.empty()) {
+            problems.push_back(r.where(t->first) + " (" + e.role + "): entry " + bad + " is not an expert id in [0, " +
+                               std::to_string(config.n_routed_experts) + ")");
+            break;
+          }
         }
         params_[e.role] = ParamWeight{e.role, t->second, t->first};
         break;

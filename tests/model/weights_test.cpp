@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
 #include "model/weights.h"
@@ -183,6 +184,47 @@ TEST(Weights, TransformersSavePretrainedCheckpoint) {
   for (float x : table) max_id = std::max(max_id, x);
   EXPECT_GT(max_id, 0);
   EXPECT_LT(max_id, float(config.n_routed_experts));
+}
+
+// A hash router's table naming an expert the layer does not have fails at load, by tensor and
+// entry (it loaded: the CPU failed at the first step that routed the token, the CUDA router trapped).
+TEST(Weights, Tid2eidOutsideTheExpertsFailsAtLoad) {
+  const fs::path src = TETRA_SOURCE_DIR "/tests/data/hf_save_pretrained";
+  const fs::path dir = fs::temp_directory_path() / ("tetra_tid2eid_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(src / "config.json", dir / "config.json");
+  const ModelConfig config = load_model_config(dir.string());
+  for (const int64_t bad : {config.n_routed_experts, int64_t(-1), (int64_t(1) << 32) + 1}) {
+    fs::copy_file(src / "model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+    uint64_t offset = 0;  // of entry [5, 1]: after the 8-byte length and the header
+    {
+      const SafetensorsFile file((dir / "model.safetensors").string());
+      for (const auto& e : file.entries())
+        if (e.name == "model.layers.0.ffn.gate.tid2eid") {
+          ASSERT_EQ(e.dtype, DType::i64);
+          offset = e.begin + uint64_t(8 * (5 * e.shape[1] + 1));
+        }
+    }
+    std::fstream f(dir / "model.safetensors", std::ios::binary | std::ios::in | std::ios::out);
+    uint64_t header_len = 0;  // little-endian, as the test machines are
+    f.read(reinterpret_cast<char*>(&header_len), 8);
+    f.seekp(std::streamoff(8 + header_len + offset));
+    f.write(reinterpret_cast<const char*>(&bad), 8);
+    f.close();
+    const TensorStore store(dir.string());
+    try {
+      ModelWeights weights(config, store);
+      ADD_FAILURE() << "tid2eid entry " << bad << " loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::model);
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("'model.layers.0.ffn.gate.tid2eid' in "), std::string::npos) << msg;
+      EXPECT_NE(msg.find("entry [5, 1] = " + std::to_string(bad) + " is not an expert id in [0, 8)"), std::string::npos)
+          << msg;
+    }
+  }
+  fs::remove_all(dir);
 }
 
 // Weights handed over already resolved (synthetic models) are checked role by role.
