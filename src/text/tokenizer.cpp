@@ -49,6 +49,8 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
     return Tokenizer(tokenizer, config);
   } catch (const Error& e) {
     model_error(tokenizer_json.string(), ": ", e.what());
+  } catch (const json::exception& e) {  // a field of the wrong JSON type
+    model_error(tokenizer_json.string(), ": ", e.what());
   }
 }
 
@@ -61,7 +63,7 @@ Tokenizer::Tokenizer(const json& tokenizer, const json& config)
 
   const auto& strings = bpe_.token_strings();
   size_t size = strings.size();
-  for (const AddedToken& t : added_.tokens()) size = std::max<size_t>(size, t.id + 1);
+  for (const AddedToken& t : added_.tokens()) size = std::max<size_t>(size, size_t(t.id) + 1);
   decoded_.resize(size);
   known_.assign(size, false);
   for (size_t id = 0; id < strings.size(); ++id) {
@@ -83,6 +85,7 @@ std::optional<TokenId> Tokenizer::config_token(const json& config, const char* k
   if (value.is_string()) {
     content = value.get<std::string>();
   } else if (value.is_object() && value.contains("content")) {
+    if (!value["content"].is_string()) model_error("tokenizer_config.json: ", key, " content is not a string: ", value.dump());
     content = value["content"].get<std::string>();
   } else {
     return std::nullopt;

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "core/error.h"
 #include "text/byte_level.h"
 #include "text/detokenizer.h"
@@ -119,6 +122,57 @@ TEST(Tokenizer, InvalidInputAndIdsAreUsageErrors) {
     EXPECT_NE(std::string(e.what()).find("byte offset 2"), std::string::npos) << e.what();
   }
   EXPECT_THROW(t.decode(std::vector<TokenId>{5000}), Error);
+}
+
+// Added-token ids follow the vocabulary's rule, an integer in [0, 2^31): -1 was read as 2^32-1
+// (the decode table, sized id + 1 in 32 bits, was then empty there: a write out of bounds) and
+// 2^40 as 0.
+TEST(Tokenizer, AddedTokenIdsOutOfRangeAreModelErrors) {
+  for (const json& id : {json(-1), json(4294967295LL), json(int64_t(1) << 40), json("300"), json(300.5)}) {
+    const json added = {{{"id", id}, {"content", "<s>"}, {"special", true}}};
+    try {
+      Tokenizer(tokenizer_json(json::array(), kNoPreTokenizer, added), nullptr);
+      ADD_FAILURE() << "added token id " << id.dump() << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::model);
+      EXPECT_NE(std::string(e.what()).find("has no valid id: " + id.dump()), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A field of the wrong JSON type is a model error that names the file, not a JSON library
+// exception (which the CLI reported with exit code 1 and no file).
+TEST(Tokenizer, FieldsOfTheWrongTypeAreModelErrorsNamingTheFile) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tetra_tok_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const json good = tokenizer_json(json::array(), kNoPreTokenizer, json::array({{{"id", 300}, {"content", "<s>"}}}));
+  json model_type = good, dropout = good, special = good, normalizer = good, no_model = good;
+  model_type["model"]["type"] = 5;
+  dropout["model"]["dropout"] = "0.1";
+  special["added_tokens"][0]["special"] = "yes";
+  normalizer["normalizer"] = "NFC";
+  no_model.erase("model");
+  for (const json& doc : {model_type, dropout, special, normalizer, no_model, json::array()}) {
+    std::ofstream(dir / "tokenizer.json") << doc.dump();
+    try {
+      Tokenizer::from_file(dir / "tokenizer.json");
+      ADD_FAILURE() << doc.dump() << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::model);
+      EXPECT_NE(std::string(e.what()).find((dir / "tokenizer.json").string()), std::string::npos) << e.what();
+    }
+  }
+  std::ofstream(dir / "tokenizer.json") << good.dump();
+  std::ofstream(dir / "tokenizer_config.json") << R"({"bos_token": {"content": 5}})";
+  try {
+    Tokenizer::from_file(dir / "tokenizer.json");
+    ADD_FAILURE() << "bos_token content 5 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::model);
+    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json: bos_token content is not a string"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Tokenizer, SingleWordAddedTokensAreRejected) {
