@@ -109,8 +109,10 @@ void read_transformers_layout(const Fields& f, ModelConfig& c) {
       c.hash_routed.push_back(s == "hash_moe");
     }
   } else {
+    // One per layer_types entry: validate() holds that count to num_hidden_layers (a loop to
+    // num_hidden_layers ran as long as the number said, 10^12 times for a config that said so).
     const int64_t n_hash = f.integer("num_hash_layers", 3);
-    for (int64_t i = 0; i < c.n_layers; ++i) c.hash_routed.push_back(i < n_hash);
+    for (int64_t i = 0; i < int64_t(types.size()); ++i) c.hash_routed.push_back(i < n_hash);
   }
   if (f.has("partial_rotary_factor")) c.rope_dim = int64_t(std::llround(f.number("partial_rotary_factor") * double(c.head_dim)));
   if (f.has("qk_rope_head_dim")) c.rope_dim = f.integer("qk_rope_head_dim");

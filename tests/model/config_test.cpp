@@ -120,5 +120,22 @@ TEST(Config, BadFieldsAreNamed) {
   EXPECT_THROW(parse_model_config("{", "x"), Error);
 }
 
+// A transformers-form config without mlp_layer_types whose num_hidden_layers disagrees with
+// layer_types fails on the count at once, however large the number (10^12 ran a loop that long).
+TEST(Config, LayerCountIsCheckedBeforeItIsLoopedOver) {
+  json j = json::parse(read_file(TETRA_SOURCE_DIR "/tests/data/hf_save_pretrained/config.json"));
+  j.erase("mlp_layer_types");
+  j["num_hidden_layers"] = 1000000000000LL;
+  try {
+    parse_model_config(j.dump(), "dir/config.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::model);
+    EXPECT_NE(std::string(e.what()).find("dir/config.json: field 'layer_types' has 4 entries for 1000000000000 layers"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tetra
