@@ -107,8 +107,9 @@ Json messages_with_tools(const Json& body) {
     const Json& m = messages[i];
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       bad_parameter(cat("messages[", i, "]"), cat("'messages[", i, "]' must be an object with a string 'role'"));
-    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string())
-      bad_parameter(cat("messages[", i, "].content"), cat("'messages[", i, "].content' must be a string"));
+    // a list is OpenAI's content parts, which the encoder reads (text parts only)
+    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string() && !m["content"].is_array())
+      bad_parameter(cat("messages[", i, "].content"), cat("'messages[", i, "].content' must be a string or a list of text parts"));
   }
   std::string tool_choice = "auto";
   if (present(body, "tool_choice")) {
@@ -122,7 +123,7 @@ Json messages_with_tools(const Json& body) {
   if (!tools.is_array()) bad_parameter("tools", "'tools' must be a list");
   for (size_t i = 0; i < tools.size(); ++i) {
     const Json& t = tools[i];
-    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object() ||
+    if (!t.is_object() || !t.contains("type") || t["type"] != "function" || !t.contains("function") || !t["function"].is_object() ||
         !t["function"].contains("name") || !t["function"]["name"].is_string())
       bad_parameter(cat("tools[", i, "]"), cat("'tools[", i, "]' must be {\"type\": \"function\", \"function\": {\"name\": ...}}"));
   }
@@ -205,6 +206,12 @@ OpenAiRequest read_request(Endpoint endpoint, const nlohmann::ordered_json& body
   r.endpoint = endpoint;
   check_model(body, limits);
   if (integer(body, "n", 1, 1, 1) != 1) bad_parameter("n", "'n' must be 1");
+  if (integer(body, "best_of", 1, 1, 1) != 1) bad_parameter("best_of", "'best_of' must be 1");
+  // Ignoring a requested format would answer something else than what was asked.
+  if (present(body, "response_format") &&
+      (!body["response_format"].is_object() || !body["response_format"].contains("type") ||
+       body["response_format"]["type"] != "text"))
+    bad_parameter("response_format", "'response_format' other than {\"type\": \"text\"} is not supported");
   r.stream = boolean(body, "stream", false);
   if (present(body, "stream_options")) {
     const Json& o = body["stream_options"];
@@ -248,6 +255,7 @@ OpenAiRequest read_request(Endpoint endpoint, const nlohmann::ordered_json& body
                                     " tokens and at least one must be left to generate"));
   const int64_t room = limits.context_length - prompt_tokens;
   const char* max_key = present(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (present(body, "max_tokens")) integer(body, "max_tokens", room, 1, std::numeric_limits<int64_t>::max());  // checked when not used too
   g.max_tokens = integer(body, max_key, room, 1, std::numeric_limits<int64_t>::max());
   if (g.max_tokens > room)
     bad_parameter(max_key, cat("'", max_key, "' is ", g.max_tokens, " but the prompt has ", prompt_tokens,

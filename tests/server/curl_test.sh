@@ -54,6 +54,9 @@ expect_status chat 200 "$got"
 [ "$(json chat "d['choices'][0]['message']['role']")" = assistant ] || fail "chat role"
 [ "$(json chat "d['usage']['total_tokens'] == d['usage']['prompt_tokens'] + d['usage']['completion_tokens'] and d['usage']['prompt_tokens'] > 3")" = True ] || fail "chat usage"
 [ "$(json chat "d['choices'][0]['finish_reason'] in ('stop', 'length')")" = True ] || fail "chat finish_reason"
+# OpenAI's content parts (text) and an explicit text response_format are a chat request like any other.
+got=$(call parts POST /v1/chat/completions "$(body parts '{"messages":[{"role":"user","content":[{"type":"text","text":"Hello"},{"type":"text","text":" there"}]}],"max_tokens":3,"response_format":{"type":"text"}}')")
+expect_status parts 200 "$got"
 got=$(call cmpl POST /v1/completions "$(body cmpl '{"prompt":[10,20,30,40],"max_tokens":5,"temperature":0}')")
 expect_status cmpl 200 "$got"
 [ "$(json cmpl "d['usage']['prompt_tokens']")" = 4 ] || fail "token-id prompt usage"
@@ -87,6 +90,13 @@ expect_error tool_name_type 400 messages '{"messages":[{"role":"assistant","cont
 expect_error number_overflow 400 JSON '{"messages":[{"role":"user","content":"x"}],"temperature":1e400}'
 deep=$(python3 -c "print('[' * 30000 + ']' * 30000)")
 expect_error deep_nesting 400 JSON "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":$deep}"
+# Asked for and not done is refused, not ignored; max_tokens is checked beside max_completion_tokens.
+expect_error response_format 400 response_format '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}'
+expect_error response_format_type 400 response_format '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":5}}'
+expect_error best_of 400 best_of '{"messages":[{"role":"user","content":"x"}],"best_of":2}'
+expect_error max_tokens_beside 400 max_tokens '{"messages":[{"role":"user","content":"x"}],"max_tokens":-5,"max_completion_tokens":3}'
+expect_error tool_type 400 'tools[0]' '{"messages":[{"role":"user","content":"x"}],"tools":[{"type":5,"function":{"name":"f"}}]}'
+expect_error image_part 400 messages '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}'
 expect_error unknown_model 404 model '{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}'
 [ "$(json unknown_model "d['error']['code']")" = model_not_found ] || fail "404 code"
 long=$(python3 -c "print('a ' * 6000)")
