@@ -254,8 +254,9 @@ OpenAiRequest read_request(Endpoint endpoint, const nlohmann::ordered_json& body
     bad_parameter(prompt_param, cat("the prompt has ", prompt_tokens, " tokens; the context length is ", limits.context_length,
                                     " tokens and at least one must be left to generate"));
   const int64_t room = limits.context_length - prompt_tokens;
-  const char* max_key = present(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  if (present(body, "max_tokens")) integer(body, "max_tokens", room, 1, std::numeric_limits<int64_t>::max());  // checked when not used too
+  const bool completion_key = present(body, "max_completion_tokens");
+  const char* max_key = completion_key ? "max_completion_tokens" : "max_tokens";
+  if (completion_key) integer(body, "max_tokens", room, 1, std::numeric_limits<int64_t>::max());  // the unused one is checked too
   g.max_tokens = integer(body, max_key, room, 1, std::numeric_limits<int64_t>::max());
   if (g.max_tokens > room)
     bad_parameter(max_key, cat("'", max_key, "' is ", g.max_tokens, " but the prompt has ", prompt_tokens,

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "text/bpe.h"
 
 namespace tetra::text {
 namespace {
@@ -62,9 +63,7 @@ AddedTokenMatcher::AddedTokenMatcher(const nlohmann::json& added_tokens) {
   for (const auto& t : added_tokens) {
     if (!t.contains("id") || !t.contains("content") || !t["content"].is_string())
       model_error("tokenizer.json: added token without id or content: ", t.dump());
-    // The same ids as the vocabulary's (bpe.cpp): get<uint32_t> wrapped -1 to 2^32-1 and cut
-    // 2^40 to 0, and the table of id + 1 entries then had none at that id.
-    if (!t["id"].is_number_integer() || t["id"].get<int64_t>() < 0 || t["id"].get<int64_t>() > INT32_MAX)
+    if (!is_token_id(t["id"]))  // the vocabulary's rule: a wrapped -1 sized a table past its end
       model_error("tokenizer.json: added token ", t["content"].dump(), " has no valid id: ", t["id"].dump());
     AddedToken token{t["id"].get<uint32_t>(), t["content"].get<std::string>(), t.value("special", false),
                      t.value("normalized", false), t.value("lstrip", false), t.value("rstrip", false)};

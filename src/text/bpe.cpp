@@ -45,7 +45,7 @@ BpeModel::BpeModel(const json& model) {
   ignore_merges_ = model.value("ignore_merges", false);
 
   for (const auto& [token, id_value] : model["vocab"].items()) {
-    if (!id_value.is_number_integer() || id_value.get<int64_t>() < 0 || id_value.get<int64_t>() > INT32_MAX)
+    if (!is_token_id(id_value))
       model_error("tokenizer.json: vocab entry '", token, "' has no valid id");
     const auto id = id_value.get<TokenId>();
     vocab_.emplace(token, id);

@@ -14,6 +14,12 @@ namespace tetra::text {
 
 using TokenId = uint32_t;
 
+// Whether a tokenizer.json id (a vocabulary entry's or an added token's) is an integer in
+// [0, 2^31): get<TokenId> would wrap -1 to 2^32-1 and cut 2^40 to 0.
+inline bool is_token_id(const nlohmann::json& id) {
+  return id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX;
+}
+
 // Working memory of one word's merges, reused across words.
 struct BpeScratch {
   struct Symbol {
