@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/answer_builder.h"
+#include "server/client_connection.h"
 #include "server/openai_response.h"
 #include "server/text_stream.h"
 
@@ -115,14 +116,15 @@ void OpenAiServer::route() {
       else if (multipart)
         send_error(res, ApiError(400, "the request body must be JSON (Content-Type: application/json), not multipart/form-data"));
       else
-        chat_or_completion(endpoint, body, res);
+        chat_or_completion(endpoint, body, req, res);
     };
   };
   http_.Post("/v1/chat/completions", post(Endpoint::chat));
   http_.Post("/v1/completions", post(Endpoint::completions));
 }
 
-void OpenAiServer::chat_or_completion(Endpoint endpoint, const std::string& body, httplib::Response& res) {
+void OpenAiServer::chat_or_completion(Endpoint endpoint, const std::string& body, const httplib::Request& req,
+                                      httplib::Response& res) {
   try {
     if (stopping_) throw ApiError(503, "the server is shutting down");
     const OpenAiRequest r = read_request(endpoint, parse_body(body), model_.tokenizer(), limits_);
@@ -130,7 +132,7 @@ void OpenAiServer::chat_or_completion(Endpoint endpoint, const std::string& body
     if (r.stream)
       answer_stream(r, id, res);
     else
-      answer_whole(r, id, res);
+      answer_whole(r, id, req, res);
   } catch (const ApiError& e) {
     send_error(res, e);
   } catch (const Error& e) {  // the tokenizer's usage errors name the text at fault
@@ -151,13 +153,22 @@ uint64_t OpenAiServer::submit(const OpenAiRequest& r, std::shared_ptr<TextStream
   return s.id;
 }
 
-void OpenAiServer::answer_whole(const OpenAiRequest& r, const std::string& id, httplib::Response& res) {
+void OpenAiServer::answer_whole(const OpenAiRequest& r, const std::string& id, const httplib::Request& req,
+                                httplib::Response& res) {
   auto stream = std::make_shared<TextStream>(model_.tokenizer(), r.stop,
                                              [this](bool first, double s) { metrics_.observe_token(first, s); });
-  submit(r, stream);
+  const uint64_t sequence = submit(r, stream);
+  // A client that hangs up before its answer is whole frees its sequence, as a stream's does.
+  const auto client = ClientConnection::find(req.remote_addr, req.remote_port, port_);
   TextStream::Update all;
   while (!all.finished) {
-    TextStream::Update u = stream->wait(1s);
+    if (client && client->hung_up()) {
+      stream->abandon();
+      scheduler_.cancel(sequence);
+      res.status = 499;  // nobody reads it; the access log and metrics see a client that left
+      return;
+    }
+    TextStream::Update u = stream->wait(250ms);
     all.tokens.insert(all.tokens.end(), u.tokens.begin(), u.tokens.end());
     all.text += u.text;
     all.finished = u.finished;
@@ -231,6 +242,7 @@ void OpenAiServer::answer_stream(const OpenAiRequest& r, const std::string& id, 
 int OpenAiServer::bind() {
   const int port = options_.port == 0 ? http_.bind_to_any_port(options_.host) : (http_.bind_to_port(options_.host, options_.port) ? options_.port : -1);
   if (port < 0) runtime_error("cannot listen on ", options_.host, ":", options_.port);
+  port_ = port;
   return port;
 }
 

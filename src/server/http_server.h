@@ -1,8 +1,8 @@
 #pragma once
 // The OpenAI-compatible HTTP API over cpp-httplib: /v1/chat/completions, /v1/completions
 // (whole answers and SSE streams), /v1/models, /health, /metrics; bearer-key auth on /v1/*,
-// a body size limit, OpenAI error bodies. A client that goes away mid-stream cancels its
-// sequence.
+// a body size limit, OpenAI error bodies. A client that goes away before its answer is done
+// (streamed or whole) cancels its sequence.
 #include <httplib.h>
 
 #include <atomic>
@@ -39,8 +39,8 @@ class OpenAiServer {
 
  private:
   void route();
-  void chat_or_completion(Endpoint endpoint, const std::string& body, httplib::Response& res);
-  void answer_whole(const OpenAiRequest& r, const std::string& id, httplib::Response& res);
+  void chat_or_completion(Endpoint endpoint, const std::string& body, const httplib::Request& req, httplib::Response& res);
+  void answer_whole(const OpenAiRequest& r, const std::string& id, const httplib::Request& req, httplib::Response& res);
   void answer_stream(const OpenAiRequest& r, const std::string& id, httplib::Response& res);
   uint64_t submit(const OpenAiRequest& r, std::shared_ptr<TextStream> stream);
   bool authorized(const httplib::Request& req) const;
@@ -51,6 +51,7 @@ class OpenAiServer {
   RequestLimits limits_;
   Metrics metrics_;
   httplib::Server http_;
+  int port_ = 0;  // the port bind() listens on
   std::atomic<uint64_t> next_request_{1};
   std::atomic<bool> stopping_{false};
 };

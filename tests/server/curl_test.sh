@@ -159,16 +159,29 @@ expect_status pool 400 "$(call pool POST /v1/completions "$(body pool '{"prompt"
 json pool "d['error']['param']" | grep -q max_tokens || fail "too large for the pool: param not max_tokens"
 kill "$first" "$second"
 wait "$first" "$second" 2>/dev/null || true
-idle=no
-for _ in $(seq 1 50); do
-  curl -s "$BASE/metrics" >"$work/metrics2.txt"
-  if grep -q '^tetra_requests_running 0$' "$work/metrics2.txt" && grep -q '^tetra_requests_queued 0$' "$work/metrics2.txt" &&
-     grep -q '^tetra_cache_blocks_in_use 0$' "$work/metrics2.txt"; then idle=yes; break; fi
-  sleep 0.1
-done
-[ "$idle" = yes ] || fail "disconnected clients left work behind: $(grep -E '^tetra_(requests|cache)' "$work/metrics2.txt")"
-gen=$(awk '/^tetra_generation_tokens_total / {print $2}' "$work/metrics2.txt")
-[ "${gen%.*}" -lt 3000 ] || fail "disconnected streams ran to the end ($gen tokens)"
+# idle_within FILE: nothing running, queued or cached within 5 s (metrics left in FILE).
+idle_within() {
+  for _ in $(seq 1 50); do
+    curl -s "$BASE/metrics" >"$1"
+    if grep -q '^tetra_requests_running 0$' "$1" && grep -q '^tetra_requests_queued 0$' "$1" &&
+       grep -q '^tetra_cache_blocks_in_use 0$' "$1"; then return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+generated() { awk '/^tetra_generation_tokens_total / {print int($2)}' "$1"; }
+idle_within "$work/metrics2.txt" || fail "disconnected clients left work behind: $(grep -E '^tetra_(requests|cache)' "$work/metrics2.txt")"
+gen=$(generated "$work/metrics2.txt")
+[ "$gen" -lt 3000 ] || fail "disconnected streams ran to the end ($gen tokens)"
+# A whole (non-streamed) answer's client that hangs up cancels it too.
+curl -s "$BASE/v1/completions" -H 'Content-Type: application/json' -d "${endless/\"stream\":true/\"stream\":false}" >/dev/null &
+whole=$!
+sleep 0.5
+curl -s "$BASE/metrics" | grep -q '^tetra_requests_running 1$' || fail "the whole answer was not running when its client left"
+kill "$whole"
+wait "$whole" 2>/dev/null || true
+idle_within "$work/metrics3.txt" || fail "a whole answer's client left and its sequence ran on: $(grep -E '^tetra_(requests|cache)' "$work/metrics3.txt")"
+[ $(($(generated "$work/metrics3.txt") - gen)) -lt 3000 ] || fail "a whole answer ran to the end for a client that left"
 stop_server || fail "clean shutdown of the small server"
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "server curl test: all checks passed"
