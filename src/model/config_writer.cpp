@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+
 namespace tetra {
 using nlohmann::json;
 
@@ -40,19 +42,21 @@ std::string model_config_json(const ModelConfig& c, ConfigForm form) {
             {"bos_token_id", c.bos_token_id},
             {"eos_token_id", c.eos_token_id},
             {"hidden_act", "silu"}};
-  const json yarn = {{"factor", c.yarn.factor},
-                     {"original_max_position_embeddings", c.yarn.original_max_position},
-                     {"beta_fast", c.yarn.beta_fast},
-                     {"beta_slow", c.yarn.beta_slow}};
+  // Without YaRN the compressed layers' rope is the plain one (a yarn block of the defaults
+  // would turn YaRN on, with an original length of 0 that the reader refuses).
+  const json yarn = c.yarn.enabled ? json{{"rope_type", "yarn"},
+                                          {"factor", c.yarn.factor},
+                                          {"original_max_position_embeddings", c.yarn.original_max_position},
+                                          {"beta_fast", c.yarn.beta_fast},
+                                          {"beta_slow", c.yarn.beta_slow}}
+                                   : json{{"rope_type", "default"}};
   if (form == ConfigForm::legacy) {
     std::vector<int64_t> ratios = c.compress_ratios;
     for (int64_t k = 0; k < c.n_mtp_layers; ++k) ratios.push_back(0);
     j["compress_ratios"] = ratios;
     j["num_hash_layers"] = c.n_hash_layers();
     j["qk_rope_head_dim"] = c.rope_dim;
-    j["rope_scaling"] = yarn;
-    j["rope_scaling"]["type"] = "yarn";
-
+    if (c.yarn.enabled) j["rope_scaling"] = yarn;
   } else {
     std::vector<std::string> types, mlp;
     for (int64_t i = 0; i < c.n_layers; ++i) {
@@ -64,14 +68,20 @@ std::string model_config_json(const ModelConfig& c, ConfigForm form) {
     }
     j["layer_types"] = types;
     j["mlp_layer_types"] = mlp;
-    // One ratio per kind: CSA is 4; the HCA ratio is whatever the HCA layers use.
-    int64_t hca = 128;
-    for (int64_t r : c.compress_ratios)
-      if (r > 0 && r != 4) hca = r;
+    // One ratio per kind: CSA is 4; the HCA ratio is whatever the HCA layers use, and this form
+    // has room for only one.
+    int64_t hca = 0;
+    for (int64_t r : c.compress_ratios) {
+      if (r == 0 || r == 4) continue;
+      if (hca && r != hca)
+        runtime_error("config.json: the transformers form holds one HCA compression ratio; this model has ", hca,
+                      " and ", r, " (write the legacy form)");
+      hca = r;
+    }
+    if (!hca) hca = 128;
     j["compress_rates"] = {{"compressed_sparse_attention", 4}, {"heavily_compressed_attention", hca}};
     j["partial_rotary_factor"] = double(c.rope_dim) / double(c.head_dim);
     json compress = yarn;
-    compress["rope_type"] = "yarn";
     compress["rope_theta"] = c.compress_rope_theta;
     j["rope_parameters"] = {{"main", {{"rope_type", "default"}, {"rope_theta", c.rope_theta}}}, {"compress", compress}};
   }

@@ -64,7 +64,11 @@ TEST(Config, ModelOptFlatRopeAndQuantization) {
 TEST(Config, WrittenConfigRoundTrips) {
   const ModelConfig flash = parse_model_config(flash_legacy().dump(), "flash");
   const ModelConfig hf = parse_model_config(read_file(TETRA_SOURCE_DIR "/tests/data/hf_save_pretrained/config.json"), "hf");
-  for (const ModelConfig& c : {flash, hf}) {
+  json plain_rope = flash_legacy();  // no YaRN: written without it, not as a yarn block of defaults
+  plain_rope.erase("rope_scaling");
+  const ModelConfig no_yarn = parse_model_config(plain_rope.dump(), "no yarn");
+  ASSERT_FALSE(no_yarn.yarn.enabled);
+  for (const ModelConfig& c : {flash, hf, no_yarn}) {
     for (ConfigForm form : {ConfigForm::legacy, ConfigForm::transformers}) {
       const ModelConfig back = parse_model_config(model_config_json(c, form), "written");
       EXPECT_EQ(back.form, form);
