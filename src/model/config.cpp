@@ -3,7 +3,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
@@ -13,6 +15,43 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+// Limits on config.json's values, far above any DeepSeek-V4 (V4-Pro: hidden 7168, 128 heads of
+// 512, ranks and intermediate sizes up to 3072, 384 experts over 61 layers, top-k 1024, window
+// 128, ratios up to 128, vocab 129280, context 2^20), so that a corrupt value fails here rather
+// than overflowing a product later (any three widths multiply to under 2^60), sizing an absurd
+// allocation or running a loop for ever.
+constexpr int64_t kMaxWidth = int64_t(1) << 20;  // hidden_size, head_dim, ranks, intermediate sizes
+constexpr int64_t kMaxCount = int64_t(1) << 16;  // heads, experts, index_topk, sliding_window, compress ratios
+constexpr int64_t kMaxLayers = 4096;             // num_hidden_layers, num_nextn_predict_layers
+constexpr int64_t kMaxExpertRoles = int64_t(1) << 20;  // (layers + MTP layers) x experts: each has its own weights
+constexpr int64_t kMaxHcMult = 16;                     // V4: 4
+constexpr int64_t kMaxSinkhornIters = 1000;            // V4: 20, run for every token in every block
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();  // vocab and context: ids and positions are int32
+constexpr double kMaxReal = std::numeric_limits<float>::max();      // used in fp32: converting more is undefined
+constexpr int kMaxDepth = 64;  // JSON nesting: dump() in the errors recurses per level (10^6 overflowed the stack)
+
+// A range of numbers, open below where `above`.
+struct Range {
+  double lo, hi;
+  bool above = false;
+};
+constexpr Range kPositive{0, kMaxReal, true};
+// An epsilon guards a division by a sum that can be 0: it must be a normal fp32 number (1e-50
+// is 0 in fp32, as are denormals where a GPU flushes them).
+constexpr Range kEps{std::numeric_limits<float>::min(), 1};
+constexpr Range kRopeTheta{1, kMaxReal, true};  // YaRN divides by ln(theta)
+
+// v as an int64: integers, and floats that are integral (4.0) and in range (casting 1e30 was
+// undefined behaviour, and 2^64 - 1 read as -1).
+std::optional<int64_t> as_int64(const json& v) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) return {};
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (!v.is_number_float()) return {};
+  const double d = v.get<double>();
+  if (std::floor(d) != d || std::fabs(d) >= 0x1p63) return {};
+  return int64_t(d);
+}
 
 // Typed access to the fields of one JSON object, with errors that name the file and field.
 class Fields {
@@ -25,25 +64,27 @@ class Fields {
     model_error(origin_, ": field '", prefix_, key, "' ", why);
   }
 
-  int64_t integer(const char* key) const {
+  int64_t integer(const char* key, int64_t lo, int64_t hi) const {
     if (!has(key)) fail(key, "is missing");
-    const json& v = j_[key];
-    if (v.is_number_integer()) return v.get<int64_t>();
-    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()) return int64_t(v.get<double>());
-    fail(key, "must be an integer, got " + v.dump());
+    const auto v = as_int64(j_[key]);
+    if (!v || *v < lo || *v > hi) fail(key, cat("must be an integer in [", lo, ", ", hi, "], got ", j_[key].dump()));
+    return *v;
   }
-  int64_t integer(const char* key, int64_t fallback) const { return has(key) ? integer(key) : fallback; }
-  int64_t positive(const char* key) const {
-    const int64_t v = integer(key);
-    if (v <= 0) fail(key, "must be positive, got " + std::to_string(v));
-    return v;
+  int64_t integer(const char* key, int64_t lo, int64_t hi, int64_t fallback) const {
+    return has(key) ? integer(key, lo, hi) : fallback;
   }
   double number(const char* key) const {
     if (!has(key)) fail(key, "is missing");
     if (!j_[key].is_number()) fail(key, "must be a number, got " + j_[key].dump());
     return j_[key].get<double>();
   }
-  double number(const char* key, double fallback) const { return has(key) ? number(key) : fallback; }
+  double number(const char* key, Range r) const {
+    const double v = number(key);
+    if (!(r.above ? v > r.lo : v >= r.lo) || v > r.hi)
+      fail(key, cat("must be a number in ", r.above ? "(" : "[", r.lo, ", ", r.hi, "], got ", j_[key].dump()));
+    return v;
+  }
+  double number(const char* key, Range r, double fallback) const { return has(key) ? number(key, r) : fallback; }
   std::string string(const char* key) const {
     if (!has(key)) fail(key, "is missing");
     if (!j_[key].is_string()) fail(key, "must be a string, got " + j_[key].dump());
@@ -71,18 +112,37 @@ class Fields {
   std::string prefix_;
 };
 
+// The whole text as JSON; a number JSON cannot hold (1e400) or nesting past kMaxDepth is an error.
+json parse_json(const std::string& text, const std::string& origin) {
+  const json::parser_callback_t depth_limit = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxDepth) model_error(origin, ": nests JSON deeper than ", kMaxDepth, " levels");
+    return true;
+  };
+  try {
+    return json::parse(text, depth_limit);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
+    model_error(origin, ": not valid JSON: ", e.what());
+  }
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) model_error(path.string(), ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 YarnScaling parse_yarn(const Fields& f) {
   YarnScaling y;
   const std::string type = f.has("rope_type") ? f.string("rope_type") : f.string("type", "default");
   if (type == "default" || type == "none") return y;
   if (type != "yarn") f.fail("rope_type", "must be 'yarn' or 'default', got '" + type + "'");
   y.enabled = true;
-  y.factor = f.number("factor");
-  y.original_max_position = f.number("original_max_position_embeddings");
-  y.beta_fast = f.number("beta_fast", 32);
-  y.beta_slow = f.number("beta_slow", 1);
-  if (y.factor <= 0) f.fail("factor", "must be positive");
-  if (y.original_max_position <= 0) f.fail("original_max_position_embeddings", "must be positive");
+  y.factor = f.number("factor", {1, kMaxReal});  // YaRN stretches the context
+  y.original_max_position = f.number("original_max_position_embeddings", kPositive);
+  y.beta_fast = f.number("beta_fast", kPositive, 32);  // logarithms of these
+  y.beta_slow = f.number("beta_slow", kPositive, 1);
   if (f.has("attention_factor") && f.number("attention_factor") != 1.0)
     f.fail("attention_factor", "must be 1 (DeepSeek-V4 does not scale cos/sin)");
   return y;
@@ -93,8 +153,13 @@ void read_transformers_layout(const Fields& f, ModelConfig& c) {
   const json& types = f.array("layer_types");
   static const json kNoRates = json::object();
   const Fields rates = f.has("compress_rates") ? f.object("compress_rates") : Fields(kNoRates, "", "");
-  const int64_t csa = rates.has("compressed_sparse_attention") ? rates.integer("compressed_sparse_attention") : 4;
-  const int64_t hca = rates.has("heavily_compressed_attention") ? rates.integer("heavily_compressed_attention") : 128;
+  // As in the reference, ratio 4 is what makes a layer CSA (overlapping windows and an
+  // indexer) and any other ratio HCA: a CSA rate of 8 ran as HCA, an HCA rate of 4 as CSA.
+  const int64_t csa = rates.integer("compressed_sparse_attention", 1, kMaxCount, 4);
+  const int64_t hca = rates.integer("heavily_compressed_attention", 1, kMaxCount, 128);
+  if (csa != 4)
+    rates.fail("compressed_sparse_attention", "must be 4 (any other ratio is HCA), got " + std::to_string(csa));
+  if (hca == 4) rates.fail("heavily_compressed_attention", "must not be 4 (ratio 4 is CSA)");
   for (const auto& t : types) {
     const std::string s = t.is_string() ? t.get<std::string>() : "";
     if (s == "sliding_attention") c.compress_ratios.push_back(0);
@@ -111,21 +176,23 @@ void read_transformers_layout(const Fields& f, ModelConfig& c) {
   } else {
     // One per layer_types entry: validate() holds that count to num_hidden_layers (a loop to
     // num_hidden_layers ran as long as the number said, 10^12 times for a config that said so).
-    const int64_t n_hash = f.integer("num_hash_layers", 3);
+    const int64_t n_hash = f.integer("num_hash_layers", 0, c.n_layers, 3);
     for (int64_t i = 0; i < int64_t(types.size()); ++i) c.hash_routed.push_back(i < n_hash);
   }
-  if (f.has("partial_rotary_factor")) c.rope_dim = int64_t(std::llround(f.number("partial_rotary_factor") * double(c.head_dim)));
-  if (f.has("qk_rope_head_dim")) c.rope_dim = f.integer("qk_rope_head_dim");
-  if (c.rope_dim == 0) f.fail("partial_rotary_factor", "is missing (or qk_rope_head_dim)");
-  c.n_mtp_layers = f.integer("num_nextn_predict_layers", 0);
+  if (f.has("partial_rotary_factor"))
+    c.rope_dim = int64_t(std::llround(f.number("partial_rotary_factor", {0, 1, true}) * double(c.head_dim)));
+  if (f.has("qk_rope_head_dim")) c.rope_dim = f.integer("qk_rope_head_dim", 1, kMaxWidth);
+  if (!f.has("partial_rotary_factor") && !f.has("qk_rope_head_dim"))
+    f.fail("partial_rotary_factor", "is missing (or qk_rope_head_dim)");
+  c.n_mtp_layers = f.integer("num_nextn_predict_layers", 0, kMaxLayers, 0);
   if (f.has("rope_parameters")) {
     const Fields rp = f.object("rope_parameters");
     if (rp.has("main") || rp.has("compress")) {
       const Fields main = rp.object("main");
       if (main.string("rope_type", "default") != "default") main.fail("rope_type", "must be 'default' for sliding layers");
-      c.rope_theta = main.number("rope_theta", c.rope_theta);
+      c.rope_theta = main.number("rope_theta", kRopeTheta, c.rope_theta);
       const Fields compress = rp.object("compress");
-      c.compress_rope_theta = compress.number("rope_theta", c.compress_rope_theta);
+      c.compress_rope_theta = compress.number("rope_theta", kRopeTheta, c.compress_rope_theta);
       c.yarn = parse_yarn(compress);
     } else {
       c.yarn = parse_yarn(rp);
@@ -138,20 +205,21 @@ void read_transformers_layout(const Fields& f, ModelConfig& c) {
 void read_legacy_layout(const Fields& f, ModelConfig& c) {
   const json& ratios = f.array("compress_ratios");
   for (const auto& r : ratios) {
-    if (!r.is_number_integer() || r.get<int64_t>() < 0) f.fail("compress_ratios", "has a non-integer or negative entry " + r.dump());
-    c.compress_ratios.push_back(r.get<int64_t>());
+    const auto v = as_int64(r);
+    if (!v || *v < 0 || *v > kMaxCount)
+      f.fail("compress_ratios", cat("has an entry ", r.dump(), "; each must be an integer in [0, ", kMaxCount, "]"));
+    c.compress_ratios.push_back(*v);
   }
-  c.n_mtp_layers = f.integer("num_nextn_predict_layers", 0);
+  c.n_mtp_layers = f.integer("num_nextn_predict_layers", 0, kMaxLayers, 0);
   if (int64_t(c.compress_ratios.size()) == c.n_layers + c.n_mtp_layers) {
     c.compress_ratios.resize(size_t(c.n_layers));  // the MTP block is sliding-only
   } else if (int64_t(c.compress_ratios.size()) != c.n_layers) {
     f.fail("compress_ratios", "has " + std::to_string(c.compress_ratios.size()) + " entries; expected num_hidden_layers (" +
                                   std::to_string(c.n_layers) + ") or that plus num_nextn_predict_layers");
   }
-  const int64_t n_hash = f.integer("num_hash_layers", 0);
-  if (n_hash < 0 || n_hash > c.n_layers) f.fail("num_hash_layers", "must be between 0 and num_hidden_layers");
+  const int64_t n_hash = f.integer("num_hash_layers", 0, c.n_layers, 0);
   for (int64_t i = 0; i < c.n_layers; ++i) c.hash_routed.push_back(i < n_hash);
-  c.rope_dim = f.integer("qk_rope_head_dim");
+  c.rope_dim = f.integer("qk_rope_head_dim", 1, kMaxWidth);
   if (f.has("rope_scaling")) c.yarn = parse_yarn(f.object("rope_scaling"));
 }
 
@@ -177,7 +245,7 @@ void validate(const Fields& f, ModelConfig& c) {
   if (c.n_heads % c.o_groups) f.fail("o_groups", "must divide num_attention_heads");
   if (c.rope_dim <= 0 || c.rope_dim % 2 || c.rope_dim > c.head_dim)
     f.fail(c.form == ConfigForm::legacy ? "qk_rope_head_dim" : "partial_rotary_factor",
-           "gives a rope dimension of " + std::to_string(c.rope_dim) + "; it must be even and at most head_dim");
+           "gives a rope dimension of " + std::to_string(c.rope_dim) + "; it must be positive, even and at most head_dim");
   if (c.rope_dim > c.index_head_dim) f.fail("index_head_dim", "must be at least the rope dimension");
   if (c.n_activated_experts > c.n_routed_experts) f.fail("num_experts_per_tok", "exceeds n_routed_experts");
   if (int64_t(c.compress_ratios.size()) != c.n_layers)
@@ -186,10 +254,10 @@ void validate(const Fields& f, ModelConfig& c) {
   if (int64_t(c.hash_routed.size()) != c.n_layers)
     f.fail("mlp_layer_types", "has " + std::to_string(c.hash_routed.size()) + " entries for " +
                                   std::to_string(c.n_layers) + " layers");
-  if (c.hc_mult <= 0) f.fail("hc_mult", "must be positive");
-  if (c.hc_sinkhorn_iters <= 0) f.fail("hc_sinkhorn_iters", "must be positive");
-  if (c.n_mtp_layers < 0) f.fail("num_nextn_predict_layers", "must not be negative");
-  if (f.has("num_key_value_heads") && f.integer("num_key_value_heads") != 1)
+  if ((c.n_layers + c.n_mtp_layers) * c.n_routed_experts > kMaxExpertRoles)
+    f.fail("n_routed_experts", cat("times the layers (num_hidden_layers + num_nextn_predict_layers) must be at most ",
+                                   kMaxExpertRoles, ", got ", (c.n_layers + c.n_mtp_layers) * c.n_routed_experts));
+  if (f.has("num_key_value_heads") && f.integer("num_key_value_heads", 1, kMaxCount) != 1)
     f.fail("num_key_value_heads", "must be 1 (DeepSeek-V4 shares one KV head)");
   if (f.has("hidden_act") && f.string("hidden_act") != "silu") f.fail("hidden_act", "must be 'silu'");
 }
@@ -233,47 +301,47 @@ std::string ModelConfig::summary() const {
 }
 
 ModelConfig parse_model_config(const std::string& json_text, const std::string& origin) {
-  const json j = json::parse(json_text, nullptr, false);
-  if (j.is_discarded()) model_error(origin, ": not valid JSON");
+  const json j = parse_json(json_text, origin);
   if (!j.is_object()) model_error(origin, ": not a JSON object");
   const Fields f(j, origin);
   if (f.has("model_type") && f.string("model_type") != "deepseek_v4")
     f.fail("model_type", "is '" + f.string("model_type") + "', expected 'deepseek_v4'");
 
   ModelConfig c;
-  c.vocab_size = f.positive("vocab_size");
-  c.dim = f.positive("hidden_size");
-  c.n_layers = f.positive("num_hidden_layers");
-  c.n_heads = f.positive("num_attention_heads");
-  c.head_dim = f.positive("head_dim");
-  c.q_lora_rank = f.positive("q_lora_rank");
-  c.o_groups = f.positive("o_groups");
-  c.o_lora_rank = f.positive("o_lora_rank");
-  c.n_routed_experts = f.positive("n_routed_experts");
-  c.n_activated_experts = f.positive("num_experts_per_tok");
-  c.n_shared_experts = f.integer("n_shared_experts", 1);
-  c.moe_inter_dim = f.positive("moe_intermediate_size");
-  c.index_n_heads = f.positive("index_n_heads");
-  c.index_head_dim = f.positive("index_head_dim");
-  c.index_topk = f.positive("index_topk");
-  c.window = f.positive("sliding_window");
-  c.hc_mult = f.integer("hc_mult", 4);
-  c.hc_sinkhorn_iters = f.integer("hc_sinkhorn_iters", 20);
-  c.hc_eps = f.number("hc_eps", 1e-6);
-  c.norm_eps = f.number("rms_norm_eps", 1e-6);
+  c.vocab_size = f.integer("vocab_size", 1, kMaxInt32);
+  c.dim = f.integer("hidden_size", 1, kMaxWidth);
+  c.n_layers = f.integer("num_hidden_layers", 1, kMaxLayers);
+  c.n_heads = f.integer("num_attention_heads", 1, kMaxCount);
+  c.head_dim = f.integer("head_dim", 1, kMaxWidth);
+  c.q_lora_rank = f.integer("q_lora_rank", 1, kMaxWidth);
+  c.o_groups = f.integer("o_groups", 1, kMaxCount);
+  c.o_lora_rank = f.integer("o_lora_rank", 1, kMaxWidth);
+  c.n_routed_experts = f.integer("n_routed_experts", 1, kMaxCount);
+  c.n_activated_experts = f.integer("num_experts_per_tok", 1, kMaxCount);
+  c.n_shared_experts = f.integer("n_shared_experts", 0, kMaxCount, 1);
+  c.moe_inter_dim = f.integer("moe_intermediate_size", 1, kMaxWidth);
+  c.index_n_heads = f.integer("index_n_heads", 1, kMaxCount);
+  c.index_head_dim = f.integer("index_head_dim", 1, kMaxWidth);
+  c.index_topk = f.integer("index_topk", 1, kMaxCount);
+  c.window = f.integer("sliding_window", 1, kMaxCount);
+  c.hc_mult = f.integer("hc_mult", 1, kMaxHcMult, 4);
+  c.hc_sinkhorn_iters = f.integer("hc_sinkhorn_iters", 1, kMaxSinkhornIters, 20);
+  c.hc_eps = f.number("hc_eps", kEps, 1e-6);
+  c.norm_eps = f.number("rms_norm_eps", kEps, 1e-6);
   const std::string scoring = f.string("scoring_func", "sqrtsoftplus");
   if (scoring == "sqrtsoftplus") c.scoring = ScoringFunc::sqrtsoftplus;
   else if (scoring == "softmax") c.scoring = ScoringFunc::softmax;
   else if (scoring == "sigmoid") c.scoring = ScoringFunc::sigmoid;
   else f.fail("scoring_func", "must be sqrtsoftplus, softmax or sigmoid, got '" + scoring + "'");
   c.norm_topk_prob = f.boolean("norm_topk_prob", true);
-  c.route_scale = f.number("routed_scaling_factor", 1.0);
-  c.swiglu_limit = f.number("swiglu_limit", 0.0);
-  c.rope_theta = f.number("rope_theta", 10000);
-  c.compress_rope_theta = f.number("compress_rope_theta", 160000);
-  c.max_position_embeddings = f.integer("max_position_embeddings", 0);
-  c.bos_token_id = f.integer("bos_token_id", -1);
-  c.eos_token_id = f.has("eos_token_id") && f.raw()["eos_token_id"].is_array() ? -1 : f.integer("eos_token_id", -1);
+  c.route_scale = f.number("routed_scaling_factor", kPositive, 1.0);
+  c.swiglu_limit = f.number("swiglu_limit", {0, kMaxReal}, 0.0);
+  c.rope_theta = f.number("rope_theta", kRopeTheta, 10000);
+  c.compress_rope_theta = f.number("compress_rope_theta", kRopeTheta, 160000);
+  c.max_position_embeddings = f.integer("max_position_embeddings", 0, kMaxInt32, 0);  // 0: not given
+  c.bos_token_id = f.integer("bos_token_id", -1, c.vocab_size - 1, -1);  // -1: none
+  const bool eos_list = f.has("eos_token_id") && f.raw()["eos_token_id"].is_array();
+  c.eos_token_id = eos_list ? -1 : f.integer("eos_token_id", -1, c.vocab_size - 1, -1);
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
 
   if (f.has("layer_types")) {
@@ -292,18 +360,13 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 
 ModelConfig load_model_config(const std::string& dir) {
   const fs::path path = fs::path(dir) / "config.json";
-  std::ifstream in(path);
-  if (!in) model_error(path.string(), ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  ModelConfig c = parse_model_config(ss.str(), path.string());
+  ModelConfig c = parse_model_config(read_text(path), path.string());
 
   // ModelOpt exports repeat the algorithm in hf_quant_config.json; the two must agree.
   const fs::path hq = fs::path(dir) / "hf_quant_config.json";
   if (fs::exists(hq)) {
-    std::ifstream qin(hq);
-    const json j = json::parse(qin, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) model_error(hq.string(), ": not valid JSON");
+    const json j = parse_json(read_text(hq), hq.string());
+    if (!j.is_object()) model_error(hq.string(), ": not a JSON object");
     const Fields q = Fields(j, hq.string()).object("quantization");
     const std::string algo = q.string("quant_algo");
     if (c.quant.method.empty()) c.quant.method = "modelopt";
