@@ -53,7 +53,7 @@ Json request_body(const Args& args) {
   if (prompt) {
     body["prompt"] = *prompt;
   } else {
-    const Json m = Json::parse(read_file_or_usage_error(*messages, "--messages"), nullptr, false);
+    const Json m = Json::parse(read_file_or_usage_error(*messages, "messages"), nullptr, false);
     if (m.is_discarded()) usage_error("--messages ", *messages, ": not valid JSON");
     body["messages"] = m;
     if (args.flag("thinking")) body["chat_template_kwargs"] = {{"thinking", true}};

@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/read_file.h"
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/forward.h"
@@ -15,9 +16,7 @@ namespace tetra {
 namespace {
 
 std::vector<std::vector<int32_t>> read_token_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) usage_error("--tokens-file ", path, ": cannot read");
-  const auto j = nlohmann::json::parse(in, nullptr, false);
+  const auto j = nlohmann::json::parse(read_file_or_usage_error(path, "tokens-file"), nullptr, false);
   if (j.is_discarded() || !j.is_array() || j.empty())
     usage_error("--tokens-file ", path, ": expected a non-empty JSON list of token-id lists");
   std::vector<std::vector<int32_t>> batch;

@@ -1,5 +1,6 @@
 #include "cli/read_file.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -8,6 +9,9 @@
 namespace tetra {
 
 std::string read_file_or_usage_error(const std::string& path, const std::string& option) {
+  // A directory opens but cannot be read (which the stream hides); a pipe is fine.
+  if (std::error_code ec; std::filesystem::is_directory(path, ec))
+    usage_error("--", option, ": '", path, "' is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) usage_error("--", option, ": cannot open '", path, "'");
   std::ostringstream bytes;

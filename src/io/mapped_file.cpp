@@ -13,7 +13,9 @@
 namespace tetra {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK keeps a FIFO from waiting for a writer (forever, for a stray pipe among the
+  // shards) so fstat can reject it; regular files ignore it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) model_error(path, ": cannot open: ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -35,6 +37,11 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
+}
+
+std::string read_regular_file(const std::string& path) {
+  const MappedFile file(path);
+  return {reinterpret_cast<const char*>(file.data()), file.size()};
 }
 
 }  // namespace tetra

@@ -24,4 +24,8 @@ class MappedFile {
   uint64_t size_ = 0;
 };
 
+// The bytes of a whole file, with MappedFile's errors: anything but a regular file (a FIFO, a
+// directory) is a model error naming it.
+std::string read_regular_file(const std::string& path);
+
 }  // namespace tetra

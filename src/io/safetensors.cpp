@@ -7,10 +7,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace tetra {
 namespace fs = std::filesystem;
@@ -80,9 +81,11 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   data_start_ = 8 + header_len;
   const uint64_t data_size = file_.size() - data_start_;
 
-  const char* text = reinterpret_cast<const char*>(file_.data() + 8);
-  json header = json::parse(text, text + header_len, nullptr, /*allow_exceptions=*/false);
-  if (header.is_discarded()) model_error(path, ": header is not valid JSON");
+  const std::string_view text(reinterpret_cast<const char*>(file_.data() + 8), header_len);
+  std::unordered_set<std::string> names;
+  const json header = parse_json(text, path + ": header", [&](int depth, const std::string& key) {
+    if (depth == 1 && !names.insert(key).second) model_error(path, ": tensor '", key, "' appears twice in the header");
+  });
   if (!header.is_object()) model_error(path, ": header is not a JSON object");
 
   for (const auto& [name, value] : header.items()) {
@@ -124,11 +127,14 @@ TensorStore::TensorStore(const std::string& dir) {
   std::vector<std::string> shard_names;
   std::unordered_map<std::string, std::string> index_map;  // tensor -> shard file name
   if (fs::exists(index_path)) {
-    // Parsing from a string is several times faster than from a stream (a real index is MBs).
-    std::ifstream in(index_path, std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    json index = json::parse(text, nullptr, false);
-    if (index.is_discarded() || !index.is_object()) model_error(index_path.string(), ": not valid JSON");
+    bool in_weight_map = false;
+    std::unordered_set<std::string> listed;
+    const json index = read_json_file(index_path.string(), [&](int depth, const std::string& key) {
+      if (depth == 1) in_weight_map = key == "weight_map";
+      if (depth == 2 && in_weight_map && !listed.insert(key).second)
+        model_error(index_path.string(), ": weight_map lists tensor '", key, "' twice");
+    });
+    if (!index.is_object()) model_error(index_path.string(), ": not a JSON object");
     if (!index.contains("weight_map") || !index["weight_map"].is_object())
       model_error(index_path.string(), ": missing object field 'weight_map'");
     for (const auto& [tensor, shard] : index["weight_map"].items()) {

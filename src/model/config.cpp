@@ -2,13 +2,14 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
 #include "core/error.h"
+#include "io/json_file.h"
+#include "io/mapped_file.h"
 
 namespace tetra {
 namespace fs = std::filesystem;
@@ -29,7 +30,6 @@ constexpr int64_t kMaxHcMult = 16;                     // V4: 4
 constexpr int64_t kMaxSinkhornIters = 1000;            // V4: 20, run for every token in every block
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();  // vocab and context: ids and positions are int32
 constexpr double kMaxReal = std::numeric_limits<float>::max();      // used in fp32: converting more is undefined
-constexpr int kMaxDepth = 64;  // JSON nesting: dump() in the errors recurses per level (10^6 overflowed the stack)
 
 // A range of numbers, open below where `above`.
 struct Range {
@@ -111,27 +111,6 @@ class Fields {
   std::string origin_;
   std::string prefix_;
 };
-
-// The whole text as JSON; a number JSON cannot hold (1e400) or nesting past kMaxDepth is an error.
-json parse_json(const std::string& text, const std::string& origin) {
-  const json::parser_callback_t depth_limit = [&](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxDepth) model_error(origin, ": nests JSON deeper than ", kMaxDepth, " levels");
-    return true;
-  };
-  try {
-    return json::parse(text, depth_limit);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
-    model_error(origin, ": not valid JSON: ", e.what());
-  }
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) model_error(path.string(), ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 YarnScaling parse_yarn(const Fields& f) {
   YarnScaling y;
@@ -359,13 +338,13 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 }
 
 ModelConfig load_model_config(const std::string& dir) {
-  const fs::path path = fs::path(dir) / "config.json";
-  ModelConfig c = parse_model_config(read_text(path), path.string());
+  const std::string path = (fs::path(dir) / "config.json").string();
+  ModelConfig c = parse_model_config(read_regular_file(path), path);
 
   // ModelOpt exports repeat the algorithm in hf_quant_config.json; the two must agree.
   const fs::path hq = fs::path(dir) / "hf_quant_config.json";
   if (fs::exists(hq)) {
-    const json j = parse_json(read_text(hq), hq.string());
+    const json j = read_json_file(hq.string());
     if (!j.is_object()) model_error(hq.string(), ": not a JSON object");
     const Fields q = Fields(j, hq.string()).object("quantization");
     const std::string algo = q.string("quant_algo");

@@ -49,8 +49,6 @@ BpeModel::BpeModel(const json& model) {
       model_error("tokenizer.json: vocab entry '", token, "' has no valid id");
     const auto id = id_value.get<TokenId>();
     vocab_.emplace(token, id);
-    if (id >= token_strings_.size()) token_strings_.resize(id + 1);
-    token_strings_[id] = token;
     if (auto bytes = byte_level_to_bytes(token)) vocab_by_bytes_.emplace(*bytes, id);
   }
   for (unsigned b = 0; b < 256; ++b) {

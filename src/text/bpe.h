@@ -44,9 +44,7 @@ class BpeModel {
   // Appends the ids of one piece (raw bytes, non-empty).
   void encode_piece(std::string_view bytes, BpeScratch& scratch, std::vector<TokenId>& out) const;
 
-  // Token strings as written in the vocabulary (byte-level alphabet), indexed by id; ids the
-  // vocabulary skips are empty.
-  const std::vector<std::string>& token_strings() const { return token_strings_; }
+  // Token strings as written in the vocabulary (byte-level alphabet) and their ids.
   const std::unordered_map<std::string, TokenId>& vocab() const { return vocab_; }
 
  private:
@@ -59,7 +57,6 @@ class BpeModel {
 
   std::unordered_map<std::string, TokenId> vocab_;
   std::unordered_map<std::string, TokenId> vocab_by_bytes_;  // for ignore_merges
-  std::vector<std::string> token_strings_;
   TokenId byte_token_[256] = {};
   std::unordered_map<uint64_t, Merge> merges_;
   bool ignore_merges_ = false;

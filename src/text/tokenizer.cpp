@@ -1,9 +1,7 @@
 #include "text/tokenizer.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "core/error.h"
+#include "io/json_file.h"
 #include "text/byte_level.h"
 #include "text/utf8.h"
 
@@ -11,16 +9,6 @@ namespace tetra::text {
 namespace {
 
 using nlohmann::json;
-
-json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) model_error(path.string(), ": cannot open");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    model_error(path.string(), ": invalid JSON: ", e.what());
-  }
-}
 
 // Only tokenizers without text normalization are supported: DeepSeek's is an empty Sequence.
 void require_identity_normalizer(const json& normalizer) {
@@ -42,9 +30,9 @@ const json& field(const json& j, const char* key) {
 }  // namespace
 
 Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
-  const json tokenizer = read_json(tokenizer_json);
+  const json tokenizer = read_json_file(tokenizer_json.string());
   const auto config_path = tokenizer_json.parent_path() / "tokenizer_config.json";
-  const json config = std::filesystem::exists(config_path) ? read_json(config_path) : json();
+  const json config = std::filesystem::exists(config_path) ? read_json_file(config_path.string()) : json();
   try {
     return Tokenizer(tokenizer, config);
   } catch (const Error& e) {
@@ -61,20 +49,26 @@ Tokenizer::Tokenizer(const json& tokenizer, const json& config)
   require_identity_normalizer(field(tokenizer, "normalizer"));
   require_byte_level_decoder(field(tokenizer, "decoder"));
 
-  const auto& strings = bpe_.token_strings();
-  size_t size = strings.size();
-  for (const AddedToken& t : added_.tokens()) size = std::max<size_t>(size, size_t(t.id) + 1);
-  decoded_.resize(size);
-  known_.assign(size, false);
-  for (size_t id = 0; id < strings.size(); ++id) {
-    if (strings[id].empty()) continue;
-    decoded_[id] = byte_level_decode_token(strings[id]);
+  // Ids index decoded_ and known_: one of 2^31 - 1 would size them to tens of GB. Files number
+  // their tokens densely; ids up to twice the count leave room for gaps.
+  const size_t limit = 2 * (bpe_.vocab().size() + added_.tokens().size());
+  auto add = [&](TokenId id, const std::string& token) {
+    if (id >= limit)
+      model_error("tokenizer.json: token '", token, "' has id ", id, ", not below ", limit,
+                  " (twice the number of tokens)");
+    if (id >= decoded_.size()) {
+      decoded_.resize(id + 1);
+      known_.resize(id + 1);
+    }
+    decoded_[id] = byte_level_decode_token(token);
     known_[id] = true;
+  };
+  for (const auto& [token, id] : bpe_.vocab()) {  // hash order: a shared id would decode either way
+    if (id < known_.size() && known_[id])
+      model_error("tokenizer.json: vocab entry '", token, "' has id ", id, ", as another entry does");
+    add(id, token);
   }
-  for (const AddedToken& t : added_.tokens()) {
-    decoded_[t.id] = byte_level_decode_token(t.content);
-    known_[t.id] = true;
-  }
+  for (const AddedToken& t : added_.tokens()) add(t.id, t.content);
   bos_id_ = config_token(config, "bos_token");
   eos_id_ = config_token(config, "eos_token");
 }

@@ -1,6 +1,7 @@
 // `tetra info` on every family and format, and on corrupt input: each problem exits with code 3
 // and a message naming the file and the tensor or field.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -170,6 +171,24 @@ TEST_F(InfoCliTest, BrokenIndexIsNamed) {
   expect_model_error({"model.safetensors.index.json", "layers.3.attn.wkv.weight", "not listed"});
   std::ofstream(index) << "{\"weight_map\": ";
   expect_model_error({"model.safetensors.index.json", "not valid JSON"});
+}
+
+// A FIFO among a checkpoint's files was opened for reading and waited for a writer forever; a
+// directory read as empty ("not valid JSON") or failed naming no file (exit code 1).
+TEST_F(InfoCliTest, FilesThatAreNotRegularAreRefusedNotWaitedOn) {
+  TinyCheckpointOptions o;
+  o.shards = 2;
+  for (const std::string name : {"config.json", "hf_quant_config.json", "model.safetensors.index.json",
+                                 "model-00002-of-00002.safetensors"}) {
+    fs::remove_all(dir_);
+    testing::write_tiny_checkpoint(dir_.string(), o);
+    fs::remove(dir_ / name);
+    ASSERT_EQ(::mkfifo((dir_ / name).c_str(), 0644), 0);
+    expect_model_error({name + ": not a regular file"});
+    fs::remove(dir_ / name);
+    fs::create_directory(dir_ / name);
+    expect_model_error({name + ": not a regular file"});
+  }
 }
 
 TEST_F(InfoCliTest, UsageErrorsExitTwo) {

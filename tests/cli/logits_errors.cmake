@@ -26,6 +26,11 @@ expect_exit(2 --model ${model} --tokens-file ${WORK}/logits_bad_id.json --out ${
 if(NOT last_error MATCHES "sequence 1 position 1: token id 256")
   message(FATAL_ERROR "bad token id: unclear message: ${last_error}")
 endif()
+# a directory opens but cannot be read: it failed with exit code 1 and a stream error
+expect_exit(2 --model ${model} --tokens-file ${WORK} --out ${WORK}/x.f32)
+if(NOT last_error MATCHES "--tokens-file: '.*' is a directory")
+  message(FATAL_ERROR "directory as --tokens-file: unclear message: ${last_error}")
+endif()
 file(WRITE ${WORK}/logits_bad_json.json "[[1, 2], \"x\"]")
 expect_exit(2 --model ${model} --tokens-file ${WORK}/logits_bad_json.json --out ${WORK}/x.f32)
 expect_exit(2 --model ${model} --tokens-file ${WORK}/logits_ok.json --out ${WORK}/x.f32 --kv-cache-dtype fp16)

@@ -1,6 +1,7 @@
 // safetensors: round trips through the writer, every header check, sharded checkpoints with an
 // index, and thousands of random header mutations that must end in a clean error or a valid file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -98,6 +99,12 @@ TEST_F(SafetensorsTest, HeaderChecksNameFileAndTensor) {
       {R"({"w":[1,2]})", 0, "not an object"},
       {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", 8, "not valid JSON"},
       {R"([1,2,3])", 0, "not a JSON object"},
+      // nlohmann keeps the last of repeated keys: the first 'w' vanished without a word
+      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       8, "raw.safetensors: tensor 'w' appears twice in the header"},
+      // error messages dump values, recursing once per level: this overflowed the stack
+      {R"({"w":{"dtype":"F32","shape":)" + std::string(1000000, '[') + std::string(1000000, ']') + "}}", 0,
+       "raw.safetensors: header: nests JSON deeper than 64 levels"},
   };
   for (const auto& c : cases) {
     const std::string msg = error_of(raw_file(c.header, c.data));
@@ -166,6 +173,9 @@ TEST_F(SafetensorsTest, ShardedStoreAndBrokenIndexes) {
   EXPECT_NE(error_for(R"({"weight_map":{"a":"../s1.safetensors"}})").find("invalid shard"), std::string::npos);
   EXPECT_NE(error_for(R"({"weight_map":[1]})").find("weight_map"), std::string::npos);
   EXPECT_NE(error_for("{not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_for(R"({"weight_map":{"a":"s1.safetensors","b":"s2.safetensors","c":"s2.safetensors","b":"s1.safetensors"}})")
+                .find("model.safetensors.index.json: weight_map lists tensor 'b' twice"),
+            std::string::npos);
 
   fs::remove(path("model.safetensors.index.json"));
   w2.write(path("s3.safetensors"));  // "b" twice, no index
@@ -175,6 +185,14 @@ TEST_F(SafetensorsTest, ShardedStoreAndBrokenIndexes) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("duplicated"), std::string::npos) << e.what();
   }
+}
+
+// Opening a FIFO for reading waited for a writer forever; a directory is refused the same way.
+TEST_F(SafetensorsTest, FilesThatAreNotRegularAreRefused) {
+  ASSERT_EQ(::mkfifo(path("fifo.safetensors").c_str(), 0644), 0);
+  EXPECT_NE(error_of(path("fifo.safetensors")).find("fifo.safetensors: not a regular file"), std::string::npos);
+  fs::create_directory(path("dir.safetensors"));
+  EXPECT_NE(error_of(path("dir.safetensors")).find("dir.safetensors: not a regular file"), std::string::npos);
 }
 
 // Random mutations of a valid file's header: each must load cleanly or fail with a model error;

@@ -3,6 +3,7 @@
 #include "text/tokenizer.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -172,6 +173,60 @@ TEST(Tokenizer, FieldsOfTheWrongTypeAreModelErrorsNamingTheFile) {
     EXPECT_NE(std::string(e.what()).find("tokenizer_config.json: bos_token content is not a string"), std::string::npos)
         << e.what();
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Ids index the decode table: an id of 2^31 - 1 sized it to 64 GB before any other check. Ids
+// may leave gaps (300 after 260 tokens) but stay below twice the number of tokens.
+TEST(Tokenizer, IdsFarBeyondTheTokenCountAreModelErrors) {
+  json vocab_id = tokenizer_json(json::array(), kNoPreTokenizer), vocab_twice = vocab_id;
+  vocab_id["model"]["vocab"]["zz"] = INT32_MAX;  // 261 tokens
+  vocab_twice["model"]["vocab"]["zz"] = 5;
+  const json added = {{{"id", 300}, {"content", "<s>"}}, {{"id", INT32_MAX}, {"content", "<t>"}}};  // 262 tokens
+  const std::pair<json, std::string> cases[] = {
+      {vocab_id, "tokenizer.json: token 'zz' has id 2147483647, not below 522 (twice the number of tokens)"},
+      {tokenizer_json(json::array(), kNoPreTokenizer, added),
+       "tokenizer.json: token '<t>' has id 2147483647, not below 524 (twice the number of tokens)"},
+      {vocab_twice, "has id 5, as another entry does"},
+  };
+  for (const auto& [doc, expected] : cases) {
+    try {
+      Tokenizer(doc, nullptr);
+      ADD_FAILURE() << expected << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::model);
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A FIFO was opened for reading and waited for a writer forever, a directory read failed naming
+// no file, and nesting deeper than an error message can dump overflowed the stack.
+TEST(Tokenizer, UnreadableFilesAreModelErrorsNamingTheFile) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tetra_tok_files_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "tokenizer.json");
+  auto error_of_loading = [&] {
+    try {
+      Tokenizer::from_file(dir / "tokenizer.json");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::model);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error_of_loading(), (dir / "tokenizer.json").string() + ": not a regular file");
+  std::filesystem::remove(dir / "tokenizer.json");
+  ASSERT_EQ(::mkfifo((dir / "tokenizer.json").c_str(), 0644), 0);
+  EXPECT_EQ(error_of_loading(), (dir / "tokenizer.json").string() + ": not a regular file");
+  std::filesystem::remove(dir / "tokenizer.json");
+  std::ofstream(dir / "tokenizer.json") << tokenizer_json(json::array(), kNoPreTokenizer).dump();
+  ASSERT_EQ(::mkfifo((dir / "tokenizer_config.json").c_str(), 0644), 0);
+  EXPECT_EQ(error_of_loading(), (dir / "tokenizer_config.json").string() + ": not a regular file");
+  std::filesystem::remove(dir / "tokenizer_config.json");
+  std::ofstream(dir / "tokenizer.json") << R"({"normalizer": {"type": "NFC", "x": )" << std::string(1000000, '[')
+                                        << std::string(1000000, ']') << "}}";
+  EXPECT_EQ(error_of_loading(), (dir / "tokenizer.json").string() + ": nests JSON deeper than 64 levels");
   std::filesystem::remove_all(dir);
 }
 
