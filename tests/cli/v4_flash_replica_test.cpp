@@ -59,7 +59,14 @@ TEST(V4FlashReplica, InfoReportsPublishedTotalsFromHeadersOnly) {
   EXPECT_DOUBLE_EQ(j["kv"]["csa"]["bytes_per_token"].get<double>(), (584.0 + 68.0) / 4);
   EXPECT_DOUBLE_EQ(j["kv"]["hca"]["bytes_per_token"].get<double>(), 584.0 / 128);
   EXPECT_EQ(j["kv"]["sliding"]["bytes_per_sequence"], 128 * 584);
-  EXPECT_LT(seconds, 5.0) << "tetra info took " << seconds << " s of CPU";
+  // A guard against work that grows faster than the tensor count (1.3 s in a release build);
+  // an unoptimized build parses about four times slower.
+#ifdef NDEBUG
+  constexpr double kLimit = 5.0;
+#else
+  constexpr double kLimit = 20.0;
+#endif
+  EXPECT_LT(seconds, kLimit) << "tetra info took " << seconds << " s of CPU";
 
   const auto human = testing::run_command(std::string(TETRA_BINARY) + " info --model " + dir.string());
   ASSERT_EQ(human.exit_code, 0);
