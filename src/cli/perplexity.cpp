@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/read_file.h"
 #include "core/error.h"
+#include "io/mapped_file.h"
 #include "io/safetensors.h"
 #include "model/forward.h"
 #include "runtime/perplexity.h"
@@ -39,7 +40,7 @@ std::vector<int32_t> tokenize_file(const std::string& dir, const std::string& pa
   const std::string text = read_file_or_usage_error(path, "file");
   if (text.empty()) usage_error("--file ", path, " is empty");
   const fs::path tokenizer_json = fs::path(dir) / "tokenizer.json";
-  if (!fs::exists(tokenizer_json)) model_error(dir, ": no tokenizer.json (needed to tokenize --file)");
+  if (!entry_exists(tokenizer_json.string())) model_error(dir, ": no tokenizer.json (needed to tokenize --file)");
   const auto tokenizer = text::Tokenizer::from_file(tokenizer_json);
   std::vector<int32_t> ids;
   if (tokenizer.bos_id()) ids.push_back(int32_t(*tokenizer.bos_id()));

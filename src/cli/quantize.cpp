@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "io/checkpoint_writer.h"
+#include "io/mapped_file.h"
 #include "model/config_writer.h"
 #include "model/quantizers.h"
 #include "model/weight_names.h"
@@ -119,7 +120,7 @@ int run_quantize(const std::vector<std::string>& argv) {
     writer.write_file("config.json", model_config_json(out, ConfigForm::legacy));
   }
   for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"})
-    if (fs::exists(fs::path(input) / f)) writer.copy_file((fs::path(input) / f).string());
+    if (entry_exists((fs::path(input) / f).string())) writer.copy_file((fs::path(input) / f).string());
   writer.commit();
   std::fprintf(stderr, "quantize: wrote %s (%s)\n", output.c_str(), format.c_str());
   return 0;

@@ -39,6 +39,11 @@ MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
 }
 
+bool entry_exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 || errno != ENOENT;
+}
+
 std::string read_regular_file(const std::string& path) {
   const MappedFile file(path);
   return {reinterpret_cast<const char*>(file.data()), file.size()};

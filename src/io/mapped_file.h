@@ -28,4 +28,9 @@ class MappedFile {
 // directory) is a model error naming it.
 std::string read_regular_file(const std::string& path);
 
+// Whether the directory entry `path` is there at all, without following it: a link that leads
+// nowhere (dangling, or in a loop) counts, so that reading it fails naming it rather than the
+// file being taken as absent (std::filesystem::exists says no to the one and throws on the other).
+bool entry_exists(const std::string& path);
+
 }  // namespace tetra

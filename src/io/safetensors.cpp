@@ -126,7 +126,7 @@ TensorStore::TensorStore(const std::string& dir) {
   const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
   std::vector<std::string> shard_names;
   std::unordered_map<std::string, std::string> index_map;  // tensor -> shard file name
-  if (fs::exists(index_path)) {
+  if (entry_exists(index_path.string())) {
     bool in_weight_map = false;
     std::unordered_set<std::string> listed;
     const json index = read_json_file(index_path.string(), [&](int depth, const std::string& key) {
@@ -155,7 +155,7 @@ TensorStore::TensorStore(const std::string& dir) {
 
   for (const auto& shard : shard_names) {
     const std::string path = (fs::path(dir) / shard).string();
-    if (!fs::exists(path)) model_error(index_path.string(), ": shard '", shard, "' does not exist");
+    if (!entry_exists(path)) model_error(index_path.string(), ": shard '", shard, "' does not exist");
     files_.push_back(std::make_unique<SafetensorsFile>(path));
     const SafetensorsFile* file = files_.back().get();
     for (const auto& e : file->entries()) {

@@ -343,7 +343,7 @@ ModelConfig load_model_config(const std::string& dir) {
 
   // ModelOpt exports repeat the algorithm in hf_quant_config.json; the two must agree.
   const fs::path hq = fs::path(dir) / "hf_quant_config.json";
-  if (fs::exists(hq)) {
+  if (entry_exists(hq.string())) {
     const json j = read_json_file(hq.string());
     if (!j.is_object()) model_error(hq.string(), ": not a JSON object");
     const Fields q = Fields(j, hq.string()).object("quantization");

@@ -3,13 +3,14 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/mapped_file.h"
 
 namespace tetra::server {
 namespace {
 
 text::Tokenizer tokenizer_of(const std::string& dir) {
   const std::filesystem::path path = std::filesystem::path(dir) / "tokenizer.json";
-  if (!std::filesystem::exists(path)) model_error(path.string(), ": missing (a model directory to serve needs its tokenizer.json)");
+  if (!entry_exists(path.string())) model_error(path.string(), ": missing (a model directory to serve needs its tokenizer.json)");
   return text::Tokenizer::from_file(path);
 }
 

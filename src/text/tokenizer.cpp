@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
+#include "io/mapped_file.h"
 #include "text/byte_level.h"
 #include "text/utf8.h"
 
@@ -32,7 +33,7 @@ const json& field(const json& j, const char* key) {
 Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
   const json tokenizer = read_json_file(tokenizer_json.string());
   const auto config_path = tokenizer_json.parent_path() / "tokenizer_config.json";
-  const json config = std::filesystem::exists(config_path) ? read_json_file(config_path.string()) : json();
+  const json config = entry_exists(config_path.string()) ? read_json_file(config_path.string()) : json();
   try {
     return Tokenizer(tokenizer, config);
   } catch (const Error& e) {

@@ -175,7 +175,8 @@ TEST_F(InfoCliTest, BrokenIndexIsNamed) {
 
 // A FIFO among a checkpoint's files was opened for reading and waited for a writer forever; a
 // directory read as empty ("not valid JSON") or failed naming no file (exit code 1).
-TEST_F(InfoCliTest, FilesThatAreNotRegularAreRefusedNotWaitedOn) {
+// Likewise links that lead nowhere.
+TEST_F(InfoCliTest, FilesThatAreNotRegularOrMissingBehindLinksAreRefused) {
   TinyCheckpointOptions o;
   o.shards = 2;
   for (const std::string name : {"config.json", "hf_quant_config.json", "model.safetensors.index.json",
@@ -188,6 +189,14 @@ TEST_F(InfoCliTest, FilesThatAreNotRegularAreRefusedNotWaitedOn) {
     fs::remove(dir_ / name);
     fs::create_directory(dir_ / name);
     expect_model_error({name + ": not a regular file"});
+    // A link to nowhere was taken as no file (hf_quant_config.json, the index: skipped
+    // silently), and a link in a loop failed with exit code 1.
+    fs::remove(dir_ / name);
+    fs::create_symlink(dir_ / "nowhere", dir_ / name);
+    expect_model_error({name + ": cannot open"});
+    fs::remove(dir_ / name);
+    fs::create_symlink(dir_ / name, dir_ / name);
+    expect_model_error({name + ": cannot open"});
   }
 }
 
