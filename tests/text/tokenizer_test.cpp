@@ -224,6 +224,10 @@ TEST(Tokenizer, UnreadableFilesAreModelErrorsNamingTheFile) {
   ASSERT_EQ(::mkfifo((dir / "tokenizer_config.json").c_str(), 0644), 0);
   EXPECT_EQ(error_of_loading(), (dir / "tokenizer_config.json").string() + ": not a regular file");
   std::filesystem::remove(dir / "tokenizer_config.json");
+  // A link to nowhere is a file that cannot be read, not a tokenizer without its config.
+  std::filesystem::create_symlink(dir / "nowhere.json", dir / "tokenizer_config.json");
+  EXPECT_EQ(error_of_loading().rfind((dir / "tokenizer_config.json").string() + ": cannot open", 0), 0u);
+  std::filesystem::remove(dir / "tokenizer_config.json");
   std::ofstream(dir / "tokenizer.json") << R"({"normalizer": {"type": "NFC", "x": )" << std::string(1000000, '[')
                                         << std::string(1000000, ']') << "}}";
   EXPECT_EQ(error_of_loading(), (dir / "tokenizer.json").string() + ": nests JSON deeper than 64 levels");
