@@ -262,7 +262,7 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
       {  // warm-up: first-use work (expert tables, pools) stays out of the timing
         SequenceState s = model->new_sequence();
         model->step({&s}, {random_tokens(ids, std::min<int64_t>(o.prefill, 2 * c.window))},
-                    LogitRows::last_of_each_sequence);
+                    LogitRows::last_of_each_sequence());
         finish();
       }
       // Up to 3 runs while they take under 10 s together.
@@ -274,7 +274,7 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
         std::optional<ProfiledRegion> profiled;  // the first timed prefill, for a profiler
         if (p.seconds.empty()) profiled.emplace(o.device);
         const auto s0 = Clock::now();
-        const Model::StepOutput out = model->step({&s}, tokens, LogitRows::last_of_each_sequence);  // as a server's prefill
+        const Model::StepOutput out = model->step({&s}, tokens, LogitRows::last_of_each_sequence());  // as a server's prefill
         finish();
         p.seconds.push_back(seconds_since(s0));
         profiled.reset();

@@ -10,8 +10,10 @@ namespace tetra {
 
 std::set<std::string> model_option_names() {
   return {"model",       "device",      "kv-cache-dtype", "indexer-cache-dtype", "cache-blocks", "cache-memory-fraction",
-          "max-running", "max-queued", "prefill-chunk"};
+          "max-running", "max-queued", "prefill-chunk", "speculative"};
 }
+
+SpeculativeMethod speculation_option(const Args& args) { return parse_speculative_method(args.get_or("speculative", "off")); }
 
 int64_t positive_integer_option(const Args& args, const std::string& name, int64_t fallback) {
   const auto v = args.get(name);
@@ -26,6 +28,7 @@ int64_t positive_integer_option(const Args& args, const std::string& name, int64
 }
 
 std::unique_ptr<server::ServingModel> load_serving_model(const Args& args) {
+  speculation_option(args);  // a mistyped option fails now, not after minutes of loading
   const std::string dir = args.get_or("model", server::kDemoModelDir);
   if (!std::filesystem::is_directory(dir))
     model_error(dir, ": no such model directory", args.get("model") ? "" : " (the demo model; pass --model DIR for another)");
@@ -52,7 +55,13 @@ double memory_fraction_option(const Args& args, const server::ServingModel& mode
 }  // namespace
 
 std::unique_ptr<Scheduler> make_scheduler(const Args& args, server::ServingModel& model) {
-  const CacheGeometry geometry(model.config(), model.caches().kv, model.caches().indexer);
+  SchedulerOptions options;
+  options.speculation = speculation_option(args);
+  const bool mtp = options.speculation == SpeculativeMethod::mtp;
+  if (mtp && !model.model().has_mtp())
+    usage_error("--speculative mtp needs the checkpoint's MTP block (mtp.0.* tensors), which this model lacks; "
+                "--speculative ngram drafts from the text instead");
+  const CacheGeometry geometry(model.config(), model.caches().kv, model.caches().indexer, mtp);
   const int64_t blocks =
       args.get("cache-blocks")
           ? positive_integer_option(args, "cache-blocks", 1)
@@ -60,7 +69,6 @@ std::unique_ptr<Scheduler> make_scheduler(const Args& args, server::ServingModel
   // A GPU takes its cache pool now, from the memory it was sized by; the CPU's grows with use,
   // as the host's memory is shared with everything else.
   if (model.backend().name() != "cpu") model.model().reserve_cache(blocks);
-  SchedulerOptions options;
   options.max_running = positive_integer_option(args, "max-running", options.max_running);
   options.max_queued = positive_integer_option(args, "max-queued", options.max_queued);
   options.prefill_chunk = positive_integer_option(args, "prefill-chunk", options.prefill_chunk);
@@ -68,7 +76,7 @@ std::unique_ptr<Scheduler> make_scheduler(const Args& args, server::ServingModel
 }
 
 std::string describe_cache_capacity(const Scheduler& scheduler, const server::ServingModel& model) {
-  const CacheGeometry geometry(model.config(), model.caches().kv, model.caches().indexer);
+  const CacheGeometry& geometry = scheduler.geometry();
   const int64_t blocks = scheduler.stats().blocks_total, context = model.config().max_position_embeddings;
   std::ostringstream out;
   out << "cache pool of " << blocks << " blocks ("

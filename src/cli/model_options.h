@@ -17,9 +17,13 @@ std::set<std::string> model_option_names();
 // --model DIR (default: the demo model), --device, --kv-cache-dtype, --indexer-cache-dtype.
 std::unique_ptr<server::ServingModel> load_serving_model(const Args& args);
 
+// --speculative off|mtp|ngram (default off).
+SpeculativeMethod speculation_option(const Args& args);
+
 // A scheduler over the model: --cache-blocks N, or by default the blocks that fit in
 // --cache-memory-fraction F of the memory left once the weights are in (0.5 of the host's on
-// the CPU, 0.85 of the device's on a GPU); --max-running N, --max-queued N, --prefill-chunk N.
+// the CPU, 0.85 of the device's on a GPU); --max-running N, --max-queued N, --prefill-chunk N,
+// and the speculation options.
 std::unique_ptr<Scheduler> make_scheduler(const Args& args, server::ServingModel& model);
 
 // One line for start-up: the cache pool's size and how many sequences of the model's full

@@ -8,6 +8,24 @@
 #include "model/rope.h"
 
 namespace tetra {
+namespace {
+
+// Decode graphs serve steps of one or two tokens a sequence (a speculative step's input and
+// draft); longer uniform steps (prefill chunks) run eagerly.
+constexpr int64_t kMaxGraphRowsPerSequence = 2;
+
+// A step's logit rows name 1 to its tokens rows of each sequence.
+void check_logit_rows(const LogitRows& logit_rows, const std::vector<std::vector<int32_t>>& tokens) {
+  if (logit_rows.every || logit_rows.counts.empty()) return;
+  if (logit_rows.counts.size() != tokens.size())
+    runtime_error("logits asked for ", logit_rows.counts.size(), " sequences of a step of ", tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (logit_rows.counts[i] < 1 || logit_rows.counts[i] > int64_t(tokens[i].size()))
+      runtime_error("logits asked for ", logit_rows.counts[i], " rows of sequence ", i, ", which has ", tokens[i].size(),
+                    " in this step");
+}
+
+}  // namespace
 
 struct Model::Block {
   int64_t ratio = 0;
@@ -229,14 +247,21 @@ Model::Batch Model::batch_views(const Tensor& inputs, const std::vector<std::vec
 }
 
 Model::StepOutput Model::step(const std::vector<SequenceState*>& sequences,
-                              const std::vector<std::vector<int32_t>>& tokens, LogitRows logit_rows) {
+                              const std::vector<std::vector<int32_t>>& tokens, const LogitRows& logit_rows) {
+  check_logit_rows(logit_rows, tokens);
   prepare(sequences, tokens, false, 0, config_.n_layers);
   int64_t rows = 0;
   for (const auto& t : tokens) rows += int64_t(t.size());
-  const bool decode = rows == int64_t(tokens.size());
+  // Decode steps run as graphs: one token per sequence, or a speculative step's input and draft
+  // (the same count for every sequence, every row's logits).
+  const int64_t per_sequence = tokens.empty() ? 1 : int64_t(tokens.front().size());
+  const bool uniform = std::all_of(tokens.begin(), tokens.end(), [&](const auto& t) { return int64_t(t.size()) == per_sequence; });
+  const bool every_row = logit_rows.every || per_sequence == 1 ||
+                         (!logit_rows.counts.empty() &&
+                          std::all_of(logit_rows.counts.begin(), logit_rows.counts.end(), [&](int64_t n) { return n == per_sequence; }));
   StepOutput out;
-  if (decode && decode_graphs_ && warm_ && !routing_observer_) {
-    out = decode_with_graph(sequences, tokens);
+  if (uniform && every_row && per_sequence <= kMaxGraphRowsPerSequence && decode_graphs_ && warm_ && !routing_observer_) {
+    out = decode_with_graph(sequences, tokens, per_sequence);
   } else {
     const std::vector<int32_t> inputs = step_inputs(sequences, tokens, false, rows);
     out = forward(batch_views(be_.upload_i32(inputs, {int64_t(inputs.size())}), tokens, rows), logit_rows);
@@ -246,23 +271,31 @@ Model::StepOutput Model::step(const std::vector<SequenceState*>& sequences,
   return out;
 }
 
-// Buckets of 1, 2, 4, 8, ... rows: the graph of a bucket serves every batch up to its size.
+void Model::drop_last_token(SequenceState& s) const {
+  if (s.cache() != cache_.get()) runtime_error("drop_last_token: the sequence does not belong to this model");
+  if (s.length == 0) runtime_error("drop_last_token: the sequence has no tokens");
+  --s.length;
+}
+
+// Buckets of 1, 2, 4, 8, ... sequences: the graph of a bucket serves every batch up to its size
+// with the same tokens per sequence (padding rows take no cache rows).
 Model::StepOutput Model::decode_with_graph(const std::vector<SequenceState*>& sequences,
-                                           const std::vector<std::vector<int32_t>>& tokens) {
+                                           const std::vector<std::vector<int32_t>>& tokens, int64_t per_sequence) {
   const int64_t n = int64_t(sequences.size());
   int64_t bucket = 1;
   while (bucket < n) bucket *= 2;
-  const std::vector<int32_t> inputs = step_inputs(sequences, tokens, false, bucket);
-  std::unique_ptr<DecodeGraph>& g = graphs_[bucket];
+  const int64_t rows = bucket * per_sequence;
+  const std::vector<int32_t> inputs = step_inputs(sequences, tokens, false, rows);
+  std::unique_ptr<DecodeGraph>& g = graphs_[{per_sequence, bucket}];
   if (!g) {
     g = std::make_unique<DecodeGraph>();
     g->inputs = be_.zeros({int64_t(inputs.size())}, ElemType::i32);
-    g->logits = be_.zeros({bucket, config_.vocab_size}, ElemType::f32);
-    g->hidden = be_.zeros({bucket, config_.hc_mult * config_.dim}, ElemType::f32);
+    g->logits = be_.zeros({rows, config_.vocab_size}, ElemType::f32);
+    g->hidden = be_.zeros({rows, config_.hc_mult * config_.dim}, ElemType::f32);
   }
   if (!g->graph || g->generation != cache_->generation()) {
     g->graph = be_.capture([&] {
-      const StepOutput o = forward(batch_views(g->inputs, tokens, bucket), LogitRows::every_token);
+      const StepOutput o = forward(batch_views(g->inputs, tokens, rows), LogitRows::every_token());
       be_.copy_into(g->logits, o.logits);
       be_.copy_into(g->hidden, o.hidden);
     });
@@ -271,16 +304,16 @@ Model::StepOutput Model::decode_with_graph(const std::vector<SequenceState*>& se
   if (!g->graph) {  // this backend runs eagerly only
     decode_graphs_ = false;
     graphs_.clear();
-    const std::vector<int32_t> unpadded = step_inputs(sequences, tokens, false, n);
-    return forward(batch_views(be_.upload_i32(unpadded, {int64_t(unpadded.size())}), tokens, n),
-                   LogitRows::every_token);
+    const std::vector<int32_t> unpadded = step_inputs(sequences, tokens, false, n * per_sequence);
+    return forward(batch_views(be_.upload_i32(unpadded, {int64_t(unpadded.size())}), tokens, n * per_sequence),
+                   LogitRows::every_token());
   }
   be_.write_i32(g->inputs, 0, inputs);
   g->graph->launch();
-  return {be_.slice_rows(g->logits, 0, n), be_.slice_rows(g->hidden, 0, n)};
+  return {be_.slice_rows(g->logits, 0, n * per_sequence), be_.slice_rows(g->hidden, 0, n * per_sequence)};
 }
 
-Model::StepOutput Model::forward(const Batch& batch, LogitRows logit_rows) {
+Model::StepOutput Model::forward(const Batch& batch, const LogitRows& logit_rows) {
   const ModelConfig& c = config_;
   // h: hc_mult copies of the embedding per token
   Tensor h = be_.embed(be_.embed(embed_, batch.ids), batch.copies).view({batch.rows, c.hc_mult * c.dim});
@@ -290,20 +323,27 @@ Model::StepOutput Model::forward(const Batch& batch, LogitRows logit_rows) {
       s = block_forward(*blocks_[size_t(i)], i, s, i + 1 < c.n_layers ? blocks_[size_t(i + 1)].get() : nullptr, batch);
     h = std::move(s.h);
   }
-  if (logit_rows == LogitRows::every_token || batch.rows == int64_t(batch.runs.size()))
-    return {head_logits(h, hc_head_fn_, hc_head_base_, hc_head_scale_, norm_, batch.runs), h};
-  // Each sequence's last row alone through the head (a row's logits do not depend on its neighbours).
-  std::vector<int32_t> last_rows;
-  int64_t end = 0;
-  for (const int64_t n : batch.runs) last_rows.push_back(int32_t((end += n) - 1));
-  const Tensor last = be_.embed(h, be_.upload_i32(last_rows, {int64_t(last_rows.size())}));
-  const std::vector<int64_t> one_each(last_rows.size(), 1);
-  return {head_logits(last, hc_head_fn_, hc_head_base_, hc_head_scale_, norm_, one_each), h};
+  return {head_logits(h, hc_head_fn_, hc_head_base_, hc_head_scale_, norm_, batch, logit_rows), h};
 }
 
 Tensor Model::head_logits(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale,
-                          const Tensor& norm, RowRuns runs) {
-  return be_.linear(be_.hc_head(h, fn, base, scale, norm, config_), head_, runs);
+                          const Tensor& norm, const Batch& batch, const LogitRows& logit_rows) {
+  auto head = [&](const Tensor& rows, RowRuns runs) {
+    return be_.linear(be_.hc_head(rows, fn, base, scale, norm, config_), head_, runs);
+  };
+  if (logit_rows.every) return head(h, batch.runs);
+  // The picked rows alone through the head (a row's logits do not depend on its neighbours).
+  std::vector<int32_t> picked;
+  std::vector<int64_t> counts;
+  int64_t end = 0;
+  for (size_t i = 0; i < batch.runs.size(); ++i) {
+    end += batch.runs[i];
+    const int64_t count = logit_rows.counts.empty() ? 1 : logit_rows.counts[i];
+    for (int64_t r = end - count; r < end; ++r) picked.push_back(int32_t(r));
+    counts.push_back(count);
+  }
+  if (int64_t(picked.size()) == batch.rows) return head(h, batch.runs);
+  return head(be_.embed(h, be_.upload_i32(picked, {int64_t(picked.size())})), counts);
 }
 
 Streams Model::entering(const Block& b, Tensor h) {
@@ -461,9 +501,10 @@ Model::MoeOutput Model::moe(const Block& b, int64_t layer, const Tensor& x, cons
 }
 
 Tensor Model::mtp_logits(int64_t k, const std::vector<SequenceState*>& sequences, const Tensor& hidden,
-                         const std::vector<std::vector<int32_t>>& next) {
+                         const std::vector<std::vector<int32_t>>& next, const LogitRows& logit_rows) {
   const ModelConfig& c = config_;
   if (k < 0 || k >= int64_t(mtp_.size())) runtime_error("this checkpoint has no MTP block ", k);
+  check_logit_rows(logit_rows, next);
   const int64_t layer = c.n_layers + k;
   // The MTP block runs at the positions of the step that produced `hidden`.
   prepare(sequences, next, true, layer, layer + 1);
@@ -480,7 +521,7 @@ Tensor Model::mtp_logits(int64_t k, const std::vector<SequenceState*>& sequences
   Tensor h = be_.add(be_.embed(e, batch.copies), be_.linear(hn, m.h_proj, hc_runs)).view({batch.rows, c.hc_mult * c.dim});
   const Block& b = *blocks_[size_t(layer)];
   h = block_forward(b, layer, entering(b, std::move(h)), nullptr, batch).h;
-  return head_logits(h, m.hc_fn, m.hc_base, m.hc_scale, m.norm, batch.runs);
+  return head_logits(h, m.hc_fn, m.hc_base, m.hc_scale, m.norm, batch, logit_rows);
 }
 
 }  // namespace tetra

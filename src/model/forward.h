@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -18,10 +19,19 @@
 
 namespace tetra {
 
-// Which rows of a step get logits: every new token's (perplexity, logit dumps), or only each
-// sequence's last (generation: a prefill chunk of 8192 tokens would otherwise run the head, a
-// vocab × dim f32 matrix, 8192 times to sample once).
-enum class LogitRows { every_token, last_of_each_sequence };
+// Which rows of a step get logits: every new token's (perplexity, logit dumps), or the last few
+// of each sequence: its last token's (generation: a prefill chunk of 8192 tokens would otherwise
+// run the head, a vocab × dim f32 matrix, 8192 times to sample once), or a speculative step's
+// input and drafts.
+struct LogitRows {
+  static LogitRows every_token() { return {}; }
+  static LogitRows last_of_each_sequence() { return {false, {}}; }
+  // Sequence i's last counts[i] rows (1 to its token count).
+  static LogitRows last(std::vector<int64_t> counts) { return {false, std::move(counts)}; }
+
+  bool every = true;
+  std::vector<int64_t> counts;  // when !every, per sequence; empty: one each
+};
 
 struct CacheTypes {
   KvCacheDtype kv = KvCacheDtype::fp8;
@@ -66,13 +76,20 @@ class Model {
   };
   // tokens[i] (non-empty) continue sequences[i]; token ids are checked against the vocab.
   StepOutput step(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
-                  LogitRows logit_rows = LogitRows::every_token);
+                  const LogitRows& logit_rows = LogitRows::every_token());
+
+  // Takes the last token of `s` back (a speculative step's rejected draft). Nothing else is
+  // undone: the position's cache rows are rewritten when it runs again, and the rows its key
+  // replaced (the window ring's and the pending rings' of the position a ring before it) are
+  // ones no later position reads. A second token taken back would have replaced rows still read.
+  void drop_last_token(SequenceState& s) const;
 
   // MTP block k, right after step(): `hidden` is that step's output and next[i] the tokens that
   // follow each of its tokens; gives the logits of the token after those, continuing the
   // block's own attention state in `sequences`.
   Tensor mtp_logits(int64_t k, const std::vector<SequenceState*>& sequences, const Tensor& hidden,
-                    const std::vector<std::vector<int32_t>>& next);
+                    const std::vector<std::vector<int32_t>>& next, const LogitRows& logit_rows = LogitRows::every_token());
+  bool has_mtp() const { return !mtp_.empty(); }
 
   const ModelConfig& config() const { return config_; }
 
@@ -80,8 +97,9 @@ class Model {
   struct Block;
   struct Batch;
   struct DecodeGraph;
-  StepOutput forward(const Batch& batch, LogitRows logit_rows);
-  StepOutput decode_with_graph(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens);
+  StepOutput forward(const Batch& batch, const LogitRows& logit_rows);
+  StepOutput decode_with_graph(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
+                               int64_t per_sequence);
   // The streams h entering block b, with b's attention pre mix of them.
   Streams entering(const Block& b, Tensor h);
   // Block b from streams s: the streams after it, with next's attention pre mix of them when next
@@ -94,8 +112,9 @@ class Model {
     Tensor routed, shared;
   };
   MoeOutput moe(const Block& b, int64_t layer, const Tensor& x, const Batch& batch);
+  // The logits of the rows `logit_rows` picks from streams h, whose rows are `batch`'s.
   Tensor head_logits(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
-                     RowRuns runs);
+                     const Batch& batch, const LogitRows& logit_rows);
   // Checks a step's tokens and gives every sequence room for them in layers [begin, end).
   void prepare(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
                bool already_counted, int64_t begin, int64_t end);
@@ -116,7 +135,7 @@ class Model {
   bool decode_graphs_ = true;
   RoutingObserver routing_observer_;
   bool warm_ = false;  // a first eager step has done the backend's one-time setup
-  std::map<int64_t, std::unique_ptr<DecodeGraph>> graphs_;  // by bucket
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<DecodeGraph>> graphs_;  // by (rows per sequence, bucket)
   Tensor embed_, head_, norm_, hc_head_fn_, hc_head_base_, hc_head_scale_;
   Tensor inv_freq_main_, inv_freq_compressed_;
   std::vector<std::unique_ptr<Block>> blocks_;  // main layers, then MTP blocks

@@ -7,8 +7,9 @@
 
 namespace tetra {
 
-CacheGeometry::CacheGeometry(const ModelConfig& c, KvCacheDtype kv, IndexerCacheDtype indexer)
-    : layout_(c, kv, indexer, c.n_layers), layers_(c.n_layers) {}
+CacheGeometry::CacheGeometry(const ModelConfig& c, KvCacheDtype kv, IndexerCacheDtype indexer, bool with_mtp)
+    : layout_(c, kv, indexer, c.n_layers + (with_mtp ? c.n_mtp_layers : 0)),
+      layers_(c.n_layers + (with_mtp ? c.n_mtp_layers : 0)) {}
 
 bool CacheBlockPool::try_take(int64_t blocks) {
   std::lock_guard lock(mutex_);

@@ -12,11 +12,12 @@
 namespace tetra {
 
 // How many bytes a block holds and how many blocks a sequence of n tokens needs: the blocks
-// the model's paged cache takes for it (PagedLayout over the main layers; the window rings and
-// the compressors' pending windows are fixed per sequence, compressed entries grow with n).
+// the model's paged cache takes for it (PagedLayout over the main layers, and the MTP block's when
+// it drafts; the window rings and the compressors' pending windows are fixed per sequence,
+// compressed entries grow with n).
 class CacheGeometry {
  public:
-  CacheGeometry(const ModelConfig& config, KvCacheDtype kv, IndexerCacheDtype indexer);
+  CacheGeometry(const ModelConfig& config, KvCacheDtype kv, IndexerCacheDtype indexer, bool with_mtp = false);
 
   int64_t blocks_for(int64_t tokens) const { return layout_.blocks_for(tokens, layers_); }
   int64_t block_bytes() const { return layout_.block_bytes(); }

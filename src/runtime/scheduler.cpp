@@ -1,6 +1,7 @@
 #include "runtime/scheduler.h"
 
 #include <algorithm>
+#include <utility>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -30,7 +31,9 @@ struct Scheduler::Sequence {
   SequenceState state;
   int64_t prefilled = 0;  // prompt tokens already through the model
   int64_t generated = 0;
-  int32_t next_input = -1;  // the last sampled token, input of the next decode step
+  int32_t next_input = -1;      // the last sampled token, input of the next decode step
+  std::vector<int32_t> drafts{};  // of the token after next_input, fed beside it (none or one)
+  std::vector<int32_t> text{};    // prompt and generated tokens (n-gram drafts)
   bool finished = false;
 
   bool decoding() const { return prefilled == int64_t(request.prompt.size()); }
@@ -39,6 +42,8 @@ struct Scheduler::Sequence {
 Scheduler::Scheduler(Model& model, Backend& backend, const CacheGeometry& geometry, int64_t pool_blocks,
                      SchedulerOptions options)
     : model_(model), backend_(backend), geometry_(geometry), pool_(pool_blocks), options_(options) {
+  if (options_.speculation == SpeculativeMethod::mtp && !model_.has_mtp())
+    runtime_error("speculation by MTP needs the checkpoint's MTP block (mtp.0.* tensors), which this model lacks");
   thread_ = std::thread([this] { run(); });
 }
 
@@ -62,8 +67,11 @@ Scheduler::Submitted Scheduler::submit(GenerationRequest request, std::shared_pt
   const uint64_t id = next_id_++;
   const uint64_t fallback_seed = (uint64_t(entropy_()) << 32) ^ entropy_();
   Sampler sampler(request.sampling, request.prompt, fallback_seed);
-  waiting_.push_back(std::unique_ptr<Sequence>(
-      new Sequence{id, std::move(request), std::move(sink), std::move(sampler), blocks, model_.new_sequence()}));
+  std::vector<int32_t> text = request.prompt;
+  auto sequence = std::unique_ptr<Sequence>(
+      new Sequence{id, std::move(request), std::move(sink), std::move(sampler), blocks, model_.new_sequence()});
+  sequence->text = std::move(text);
+  waiting_.push_back(std::move(sequence));
   lock.unlock();
   wake_.notify_all();
   return {Admission::accepted, id};
@@ -98,7 +106,8 @@ void Scheduler::cancel_all() {
 
 Scheduler::Stats Scheduler::stats() const {
   std::lock_guard lock(mutex_);
-  return {running_count_.load(), int64_t(waiting_.size()), pool_.in_use(), pool_.total()};
+  return {running_count_.load(), int64_t(waiting_.size()), pool_.in_use(), pool_.total(), draft_tokens_.load(),
+          accepted_draft_tokens_.load()};
 }
 
 void Scheduler::finish(Sequence& s, FinishReason reason, const std::string& error) {
@@ -152,16 +161,19 @@ void Scheduler::run() {
 }
 
 void Scheduler::step() {
-  // Decodes first, one token each; then prefill chunks while the step's token budget lasts
-  // (at least one chunk per step, so a long prompt always advances).
+  // Decodes first, one token each with its draft; then prefill chunks while the step's token
+  // budget lasts (at least one chunk per step, so a long prompt always advances).
   std::vector<Sequence*> chosen;
   std::vector<std::vector<int32_t>> tokens;
+  std::vector<int64_t> logit_rows;  // a decode's every row, a prefill chunk's last
   int64_t budget = options_.step_tokens;
   for (auto& s : running_) {
     if (!s->decoding()) continue;
     chosen.push_back(s.get());
-    tokens.push_back({s->next_input});
-    --budget;
+    std::vector<int32_t>& t = tokens.emplace_back(1, s->next_input);
+    t.insert(t.end(), s->drafts.begin(), s->drafts.end());
+    logit_rows.push_back(int64_t(t.size()));
+    budget -= int64_t(t.size());
   }
   for (auto& s : running_) {
     if (s->decoding()) continue;
@@ -170,52 +182,75 @@ void Scheduler::step() {
     const auto begin = s->request.prompt.begin() + s->prefilled;
     chosen.push_back(s.get());
     tokens.emplace_back(begin, begin + n);
+    logit_rows.push_back(1);
     budget -= n;
   }
 
+  Model::StepOutput out;
   std::vector<float> logits;
-  std::vector<Sequence*> sampling;
+  std::vector<bool> sampling(chosen.size());  // the prompt has been read: its rows are sampled
   try {
     std::vector<SequenceState*> states;
     for (Sequence* s : chosen) states.push_back(&s->state);
-    // A row of logits per sequence (its last token's); sampled once the prompt has been read.
-    const Tensor last = model_.step(states, tokens, LogitRows::last_of_each_sequence).logits;
+    out = model_.step(states, tokens, LogitRows::last(logit_rows));
     std::vector<Tensor> rows;
+    int64_t offset = 0;
     for (size_t i = 0; i < chosen.size(); ++i) {
       Sequence& s = *chosen[i];
       if (!s.decoding()) s.prefilled += int64_t(tokens[i].size());
-      if (s.decoding()) {
-        rows.push_back(backend_.slice_rows(last, int64_t(i), 1));
-        sampling.push_back(&s);
-      }
+      if ((sampling[i] = s.decoding())) rows.push_back(backend_.slice_rows(out.logits, offset, logit_rows[i]));
+      offset += logit_rows[i];
     }
-    if (rows.size() == chosen.size())
-      logits = backend_.download(last);
+    if (std::all_of(sampling.begin(), sampling.end(), [](bool b) { return b; }))
+      logits = backend_.download(out.logits);
     else if (!rows.empty())
-      logits = backend_.download(backend_.concat_rows(rows, {last.dim(1)}, ElemType::f32));
+      logits = backend_.download(backend_.concat_rows(rows, {out.logits.dim(1)}, ElemType::f32));
   } catch (const std::exception& e) {
     // The states of this step's sequences are unusable now; end them and keep serving the rest.
     for (Sequence* s : chosen) finish(*s, FinishReason::error, e.what());
     return;
   }
 
-  const size_t vocab = sampling.empty() ? 0 : logits.size() / sampling.size();
-  for (size_t i = 0; i < sampling.size(); ++i) {
-    Sequence& s = *sampling[i];
-    if (s.finished) continue;
+  const int64_t vocab = out.logits.empty() ? 0 : out.logits.dim(1);
+  std::vector<int64_t> kept(chosen.size()), first_row(chosen.size());
+  int64_t offset = 0, row = 0;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    kept[i] = int64_t(tokens[i].size());
+    first_row[i] = row;
+    row += kept[i];
+    if (!sampling[i]) continue;
+    const auto rows = std::span<const float>(logits).subspan(size_t(offset * vocab), size_t(logit_rows[i] * vocab));
+    kept[i] -= sample_rows(*chosen[i], rows, vocab);
+    offset += logit_rows[i];
+  }
+
+  if (options_.speculation == SpeculativeMethod::mtp) draft_with_mtp(chosen, first_row, kept, tokens, out.hidden);
+  if (options_.speculation == SpeculativeMethod::ngram)
+    for (Sequence* s : chosen)
+      if (!s->finished && s->decoding() && s->request.max_tokens - s->generated >= 2)  // room for the draft's token
+        if (const auto d = ngram_draft(s->text)) s->drafts = {*d};
+}
+
+int64_t Scheduler::sample_rows(Sequence& s, std::span<const float> logits, int64_t vocab) {
+  const std::vector<int32_t> drafts = std::exchange(s.drafts, {});
+  const int64_t rows = int64_t(drafts.size()) + 1;
+  int64_t used = 0, accepted = 0;
+  while (used < rows && !s.finished) {
+    const int64_t row = used++;
     SampledToken t;
     try {
-      t = s.sampler.sample(std::span<const float>(logits).subspan(i * vocab, vocab));
+      t = s.sampler.sample(logits.subspan(size_t(row * vocab), size_t(vocab)));
     } catch (const std::exception& e) {  // logits that are not finite: this sequence ends in an error
       finish(s, FinishReason::error, e.what());
-      continue;
+      break;
     }
     const auto& stops = s.request.stop_token_ids;
     if (std::find(stops.begin(), stops.end(), t.id) != stops.end()) {
       finish(s, FinishReason::stop, "");
-      continue;
+      break;
     }
     ++s.generated;
+    s.text.push_back(t.id);
     if (!s.sink->on_token(t)) {
       finish(s, FinishReason::stop, "");
     } else if (s.generated >= s.request.max_tokens) {
@@ -223,6 +258,49 @@ void Scheduler::step() {
     } else {
       s.next_input = t.id;
     }
+    // the next row was fed the draft: it holds the logits after t only if they agree
+    if (row >= int64_t(drafts.size()) || t.id != drafts[size_t(row)]) break;
+    ++accepted;
+  }
+  draft_tokens_ += int64_t(drafts.size());
+  accepted_draft_tokens_ += accepted;
+  const int64_t rejected = rows - used;
+  if (!s.finished && rejected > 0) model_.drop_last_token(s.state);
+  return rejected;
+}
+
+void Scheduler::draft_with_mtp(const std::vector<Sequence*>& stepped, const std::vector<int64_t>& first_row,
+                               const std::vector<int64_t>& kept, const std::vector<std::vector<int32_t>>& tokens,
+                               const Tensor& hidden) {
+  std::vector<Sequence*> drafting;
+  std::vector<SequenceState*> states;
+  std::vector<Tensor> rows;
+  std::vector<std::vector<int32_t>> next;  // the token after each kept row
+  for (size_t i = 0; i < stepped.size(); ++i) {
+    Sequence& s = *stepped[i];
+    if (s.finished) continue;
+    const auto& t = tokens[i];
+    std::vector<int32_t>& n = next.emplace_back(t.begin() + 1, t.begin() + kept[i]);
+    n.push_back(s.decoding() ? s.next_input : s.request.prompt[size_t(s.prefilled)]);
+    rows.push_back(backend_.slice_rows(hidden, first_row[i], kept[i]));
+    states.push_back(&s.state);
+    drafting.push_back(&s);
+  }
+  if (drafting.empty()) return;
+  std::vector<float> logits;
+  try {
+    const Tensor h = backend_.concat_rows(rows, {hidden.dim(1)}, ElemType::f32);
+    logits = backend_.download(model_.mtp_logits(0, states, h, next, LogitRows::last_of_each_sequence()));
+  } catch (const std::exception& e) {
+    for (Sequence* s : drafting) finish(*s, FinishReason::error, e.what());
+    return;
+  }
+  const size_t vocab = logits.size() / drafting.size();
+  for (size_t i = 0; i < drafting.size(); ++i) {
+    Sequence& s = *drafting[i];
+    if (!s.decoding() || s.request.max_tokens - s.generated < 2) continue;  // no room for a draft's token
+    const auto row = logits.begin() + std::ptrdiff_t(i * vocab);
+    s.drafts = {int32_t(std::max_element(row, row + std::ptrdiff_t(vocab)) - row)};
   }
 }
 

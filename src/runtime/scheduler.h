@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -20,6 +21,7 @@
 #include "model/forward.h"
 #include "runtime/cache_blocks.h"
 #include "runtime/sampler.h"
+#include "runtime/speculation.h"
 
 namespace tetra {
 
@@ -47,10 +49,12 @@ struct SchedulerOptions {
   int64_t max_queued = 256;     // admitted requests waiting for cache blocks; more are refused
   int64_t prefill_chunk = 64;   // prompt tokens of one sequence per step
   int64_t step_tokens = 512;    // tokens of one step (decodes first, then prefill chunks)
+  SpeculativeMethod speculation = SpeculativeMethod::off;  // drafts checked in decode steps (runtime/speculation.h)
 };
 
 class Scheduler {
  public:
+  // Speculation by MTP needs a model with its MTP block, and `geometry` counting its layer.
   Scheduler(Model& model, Backend& backend, const CacheGeometry& geometry, int64_t pool_blocks, SchedulerOptions options);
   ~Scheduler();  // cancels whatever is still running or queued
   Scheduler(const Scheduler&) = delete;
@@ -71,9 +75,11 @@ class Scheduler {
 
   struct Stats {
     int64_t running = 0, queued = 0, blocks_in_use = 0, blocks_total = 0;
+    int64_t draft_tokens = 0, accepted_draft_tokens = 0;  // since start
   };
   Stats stats() const;
   int64_t blocks_needed(int64_t tokens) const { return geometry_.blocks_for(tokens); }
+  const CacheGeometry& geometry() const { return geometry_; }
 
  private:
   struct Sequence;
@@ -81,6 +87,14 @@ class Scheduler {
   void admit_waiting();
   void drop_cancelled();
   void step();
+  // Samples s's rows of a step in order (its input's, then its draft's when the token sampled
+  // before equals the draft) and takes a row it did not use back; the rows taken back.
+  int64_t sample_rows(Sequence& s, std::span<const float> logits, int64_t vocab);
+  // The MTP block over the rows each sequence of a step kept (hidden: the step's streams,
+  // first_row: each one's first row there): every position gets its MTP cache row, and each
+  // decoding sequence its draft.
+  void draft_with_mtp(const std::vector<Sequence*>& stepped, const std::vector<int64_t>& first_row,
+                      const std::vector<int64_t>& kept, const std::vector<std::vector<int32_t>>& tokens, const Tensor& hidden);
   void finish(Sequence& s, FinishReason reason, const std::string& error);
 
   Model& model_;
@@ -98,6 +112,7 @@ class Scheduler {
   bool cancel_all_ = false;                        // guarded by mutex_
   std::vector<std::unique_ptr<Sequence>> running_;  // the scheduler thread's own
   std::atomic<int64_t> running_count_{0};
+  std::atomic<int64_t> draft_tokens_{0}, accepted_draft_tokens_{0};
   std::random_device entropy_;  // seeds for requests without one; guarded by mutex_
   std::thread thread_;
 };

@@ -61,7 +61,13 @@ std::string Metrics::render(const Scheduler::Stats& s) const {
      << "# HELP tetra_cache_blocks_in_use Cache blocks reserved by sequences.\n# TYPE tetra_cache_blocks_in_use gauge\n"
      << "tetra_cache_blocks_in_use " << s.blocks_in_use << '\n'
      << "# HELP tetra_cache_blocks_total Cache blocks in the pool.\n# TYPE tetra_cache_blocks_total gauge\n"
-     << "tetra_cache_blocks_total " << s.blocks_total << '\n';
+     << "tetra_cache_blocks_total " << s.blocks_total << '\n'
+     << "# HELP tetra_speculative_draft_tokens_total Draft tokens fed to decode steps (--speculative).\n"
+     << "# TYPE tetra_speculative_draft_tokens_total counter\n"
+     << "tetra_speculative_draft_tokens_total " << s.draft_tokens << '\n'
+     << "# HELP tetra_speculative_accepted_tokens_total Draft tokens equal to the token sampled before them.\n"
+     << "# TYPE tetra_speculative_accepted_tokens_total counter\n"
+     << "tetra_speculative_accepted_tokens_total " << s.accepted_draft_tokens << '\n';
   std::string out = os.str();
   time_to_first_token_.write(out, "tetra_time_to_first_token_seconds", "Time from request to its first token.");
   inter_token_latency_.write(out, "tetra_inter_token_latency_seconds", "Time between consecutive tokens of a request.");

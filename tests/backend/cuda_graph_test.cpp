@@ -1,6 +1,7 @@
 // Decode steps replayed from CUDA graphs against the same steps run eagerly: bit-identical
 // logits and identical greedy tokens over several steps, batch sizes (buckets 1, 4, 8, with
-// padding rows) and sequences finishing mid-way.
+// padding rows) and sequences finishing mid-way, one token a sequence or two (a speculative
+// step's input and draft, the draft taken back when it is wrong).
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -24,8 +25,10 @@ struct DecodeRun {
 };
 
 // Prefills `batch` prompts of different lengths in one eager step, then decodes greedily: each
-// step every sequence that has not reached its own number of decode steps.
-DecodeRun decode(Model& model, Backend& be, int64_t batch, std::mt19937 rng) {
+// step every sequence that has not reached its own number of decode steps. With `speculate`,
+// each step feeds a sequence's next token and a draft of the one after (the next token again:
+// right where the random model repeats itself), keeping the draft's row when it was right.
+DecodeRun decode(Model& model, Backend& be, int64_t batch, std::mt19937 rng, bool speculate = false) {
   const int64_t vocab = model.config().vocab_size;
   std::vector<SequenceState> states;
   std::vector<std::vector<int32_t>> prompts;
@@ -56,16 +59,28 @@ DecodeRun decode(Model& model, Backend& be, int64_t batch, std::mt19937 rng) {
       if (k < steps[size_t(s)]) {
         active.push_back(&states[size_t(s)]);
         tokens.push_back({next[size_t(s)]});
+        if (speculate) tokens.back().push_back(next[size_t(s)]);
         which.push_back(size_t(s));
       }
     if (active.empty()) break;
     const std::vector<float> logits = be.download(model.step(active, tokens).logits);
     run.logits.insert(run.logits.end(), logits.begin(), logits.end());
     ++run.steps;
+    const int64_t rows = speculate ? 2 : 1;
+    auto argmax = [&](int64_t row) {
+      const float* l = logits.data() + row * vocab;
+      return int32_t(std::max_element(l, l + vocab) - l);
+    };
     for (size_t i = 0; i < which.size(); ++i) {
-      const float* l = logits.data() + int64_t(i) * vocab;
-      next[which[i]] = int32_t(std::max_element(l, l + vocab) - l);
-      run.tokens.push_back(next[which[i]]);
+      int32_t t = argmax(int64_t(i) * rows);
+      if (speculate && t == tokens[i][1]) {
+        run.tokens.push_back(t);
+        t = argmax(int64_t(i) * rows + 1);
+      } else if (speculate) {
+        model.drop_last_token(*active[i]);
+      }
+      next[which[i]] = t;
+      run.tokens.push_back(t);
     }
   }
   return run;
@@ -96,14 +111,15 @@ TEST_P(CudaGraphReplay, EqualsEagerBitForBit) {
   const auto be = make_cuda_backend();
   Model graphs(tiny.config, *tiny.weights, *be, GetParam()), eager(tiny.config, *tiny.weights, *be, GetParam());
   eager.set_decode_graphs(false);
-  for (int64_t batch : {1, 3, 5, 8}) {
-    const DecodeRun want = decode(eager, *be, batch, std::mt19937(uint32_t(batch)));
-    const DecodeRun got = decode(graphs, *be, batch, std::mt19937(uint32_t(batch)));
-    ASSERT_EQ(got.logits.size(), want.logits.size());
-    EXPECT_EQ(std::memcmp(got.logits.data(), want.logits.data(), want.logits.size() * sizeof(float)), 0)
-        << "batch " << batch << ": replayed logits differ from eager ones";
-    EXPECT_EQ(got.tokens, want.tokens) << "batch " << batch;
-  }
+  for (const bool speculate : {false, true})
+    for (int64_t batch : {1, 3, 5, 8}) {
+      const DecodeRun want = decode(eager, *be, batch, std::mt19937(uint32_t(batch)), speculate);
+      const DecodeRun got = decode(graphs, *be, batch, std::mt19937(uint32_t(batch)), speculate);
+      ASSERT_EQ(got.logits.size(), want.logits.size());
+      EXPECT_EQ(std::memcmp(got.logits.data(), want.logits.data(), want.logits.size() * sizeof(float)), 0)
+          << "batch " << batch << (speculate ? ", speculating" : "") << ": replayed logits differ from eager ones";
+      EXPECT_EQ(got.tokens, want.tokens) << "batch " << batch << (speculate ? ", speculating" : "");
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Caches, CudaGraphReplay,
@@ -111,6 +127,49 @@ INSTANTIATE_TEST_SUITE_P(Caches, CudaGraphReplay,
                          [](const ::testing::TestParamInfo<CacheTypes>& info) {
                            return info.param.kv == KvCacheDtype::f32 ? std::string("f32") : std::string("default");
                          });
+
+// A speculative step's two rows against the same positions fed one at a time (graphs on in both,
+// so the two-row graphs too; every third draft wrong and taken back): how far apart they are,
+// printed, and held to f32 noise.
+TEST(CudaSpeculation, TwoRowStepsAgreeWithOneRowSteps) {
+  TETRA_REQUIRE_GPU();
+  const TinyModel tiny;
+  const auto be = make_cuda_backend();
+  const int64_t vocab = tiny.config.vocab_size;
+  Model one(tiny.config, *tiny.weights, *be, CacheTypes{}), two(tiny.config, *tiny.weights, *be, CacheTypes{});
+  std::mt19937 rng(3);
+  std::vector<int32_t> tokens(41);
+  for (auto& t : tokens) t = int32_t(rng() % uint32_t(vocab));
+  SequenceState a = one.new_sequence(), b = two.new_sequence();
+  std::vector<std::vector<float>> want;  // position i's logits
+  for (const int32_t t : tokens) want.push_back(be->download(one.step({&a}, {{t}}).logits));
+  two.step({&b}, {{tokens[0]}});
+  double worst = 0;
+  int64_t rows = 0, equal = 0;
+  auto compare = [&](const std::vector<float>& got, size_t row, size_t position) {
+    const std::vector<float> r(got.begin() + long(row) * vocab, got.begin() + long(row + 1) * vocab);
+    const double d = testing::relative_difference(r, want[position]);
+    worst = std::max(worst, d);
+    ++rows;
+    equal += d == 0;
+  };
+  for (size_t i = 1, step = 0; i + 1 < tokens.size(); ++step) {
+    const bool wrong = step % 3 == 2;
+    const int32_t draft = wrong ? int32_t((tokens[i + 1] + 1) % vocab) : tokens[i + 1];
+    const std::vector<float> got = be->download(two.step({&b}, {{tokens[i], draft}}).logits);
+    compare(got, 0, i);
+    if (wrong) {
+      two.drop_last_token(b);
+      i += 1;
+    } else {
+      compare(got, 1, i + 1);
+      i += 2;
+    }
+  }
+  std::printf("two-row speculative steps: %lld of %lld rows bit-equal to one-row steps, worst relative difference %.3g\n",
+              (long long)equal, (long long)rows, worst);
+  EXPECT_LT(worst, 1e-5);
+}
 
 // Step time of the same decode, eager and replayed: reported, not gated.
 TEST(CudaGraph, StepTimeEagerAndReplayed) {

@@ -1,11 +1,12 @@
-// The scheduler on the tiny served model: batching (and the chunking of prompts) never changes a
-// sequence's tokens, seeds reproduce, cancellation frees blocks at once, admission queues or
-// refuses instead of failing later.
+// The scheduler on the tiny served model: batching (and the chunking of prompts) and speculation
+// never change a sequence's tokens, seeds reproduce, cancellation frees blocks at once,
+// admission queues or refuses instead of failing later.
 #include "runtime/scheduler.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <future>
 
 #include "server/serving_model.h"
@@ -49,7 +50,8 @@ class SchedulerTest : public ::testing::Test {
   static void TearDownTestSuite() { model_.reset(); }
 
   std::unique_ptr<Scheduler> make(int64_t blocks, SchedulerOptions o = {}) {
-    const CacheGeometry g(model_->config(), KvCacheDtype::fp8, IndexerCacheDtype::fp4);
+    const CacheGeometry g(model_->config(), KvCacheDtype::fp8, IndexerCacheDtype::fp4,
+                          o.speculation == SpeculativeMethod::mtp);
     return std::make_unique<Scheduler>(model_->model(), model_->backend(), g, blocks, o);
   }
   static GenerationRequest request(int seed, size_t length, int64_t max_tokens, double temperature = 0) {
@@ -90,6 +92,61 @@ TEST_F(SchedulerTest, BatchingAndChunkingNeverChangeTheTokens) {
   for (const auto& r : requests) alone.push_back(run_all(*make(100000, o), {r}, 0ms)[0]);
   EXPECT_EQ(run_all(*make(100000, o), requests, 0ms), alone);
   EXPECT_EQ(run_all(*make(100000, o), requests, 3ms), alone);  // joining a running batch
+}
+
+// Prompts that repeat themselves, so that n-gram lookup drafts often and is right some of the time.
+std::vector<GenerationRequest> repetitive_requests() {
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 6; ++i) {
+    GenerationRequest r;
+    for (int j = 0; j < 10 + 7 * i; ++j) r.prompt.push_back(int32_t((j % (3 + i)) * 17 + i));
+    r.max_tokens = 24;
+    r.sampling.temperature = i % 3 == 0 ? 0.0 : 0.8;
+    r.sampling.seed = uint64_t(100 + i);
+    requests.push_back(r);
+  }
+  return requests;
+}
+
+TEST_F(SchedulerTest, SpeculationNeverChangesTheTokens) {
+  const auto requests = repetitive_requests();
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& r : requests) alone.push_back(run_all(*make(100000), {r}, 0ms)[0]);
+  for (const SpeculativeMethod method : {SpeculativeMethod::ngram, SpeculativeMethod::mtp}) {
+    SchedulerOptions o;
+    o.speculation = method;
+    o.prefill_chunk = 8;  // the MTP block follows the prompt chunk by chunk
+    auto s = make(100000, o);
+    EXPECT_EQ(run_all(*s, requests, 0ms), alone) << speculative_method_name(method);
+    for (const auto& r : requests) EXPECT_EQ(run_all(*s, {r}, 0ms)[0], alone[&r - requests.data()]) << speculative_method_name(method);
+    EXPECT_EQ(run_all(*s, requests, 2ms), alone) << speculative_method_name(method);  // joining a running batch
+    const Scheduler::Stats st = s->stats();
+    // Both outcomes happened: the looping random model's text repeats, so n-gram drafts are
+    // taken; its random MTP block's drafts are taken back.
+    EXPECT_GT(st.draft_tokens, 0) << speculative_method_name(method);
+    if (method == SpeculativeMethod::ngram) {
+      EXPECT_GT(st.accepted_draft_tokens, 0);
+    } else {
+      EXPECT_LT(st.accepted_draft_tokens, st.draft_tokens);
+    }
+    std::printf("%s: %lld of %lld drafts accepted\n", speculative_method_name(method), (long long)st.accepted_draft_tokens,
+                (long long)st.draft_tokens);
+  }
+}
+
+TEST_F(SchedulerTest, SpeculativeStepsStayInTheReservedBlocks) {
+  // A draft is fed only when the request may still take its token: max_tokens 1 and 2 end
+  // exactly where they would.
+  SchedulerOptions o;
+  o.speculation = SpeculativeMethod::ngram;
+  auto s = make(100000, o);
+  for (int64_t max_tokens : {1, 2, 3}) {
+    GenerationRequest r = repetitive_requests()[1];
+    r.max_tokens = max_tokens;
+    const auto tokens = run_all(*s, {r}, 0ms)[0];
+    EXPECT_EQ(int64_t(tokens.size()), max_tokens);
+  }
+  EXPECT_EQ(s->stats().blocks_in_use, 0);
 }
 
 TEST_F(SchedulerTest, CancelFreesTheBlocksAtOnce) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The server over loopback with curl: answers, streams, auth, every malformed request class
-# with its status and the parameter named, the body limit, metrics, and a clean SIGTERM.
+# with its status and the parameter named, the body limit, metrics, speculation, and a clean
+# SIGTERM.
 # usage: curl_test.sh TETRA MODEL_DIR
 set -euo pipefail
 tetra=$1 model=$2
@@ -128,10 +129,23 @@ for m in 'tetra_requests_total{endpoint="/v1/chat/completions",status="400"}' te
   grep -qF "$m" "$work/metrics.txt" || fail "metrics lack $m"
 done
 grep -q '^tetra_cache_blocks_in_use 0$' "$work/metrics.txt" || fail "blocks still in use when idle"
+greedy='{"prompt":"the answer is","max_tokens":16,"temperature":0}'
+expect_status greedy 200 "$(call greedy POST /v1/completions "$(body greedy "$greedy")")"
 
 grep -Eq "cache pool of [0-9]+ blocks \([0-9.]+ GiB on [a-z]+\): [0-9]+ sequences of [0-9]+ tokens" "$SERVER_LOG" ||
   fail "no cache capacity line at start-up: $(head -3 "$SERVER_LOG")"
 stop_server || fail "clean shutdown"
+
+# --- speculation by the MTP block: the same answer, and its drafts counted
+start_server "$tetra" "$model" --speculative mtp
+expect_status greedy_mtp 200 "$(call greedy_mtp POST /v1/completions "$(body greedy_mtp "$greedy")" "")"
+[ "$(json greedy_mtp "d['choices'][0]['text']")" = "$(json greedy "d['choices'][0]['text']")" ] ||
+  fail "--speculative mtp changed a greedy answer: $(json greedy_mtp "d['choices'][0]['text']")"
+curl -s "$BASE/metrics" >"$work/metrics_mtp.txt"
+awk '/^tetra_speculative_draft_tokens_total / {exit !($2 > 0)}' "$work/metrics_mtp.txt" ||
+  fail "no drafts counted: $(grep speculative "$work/metrics_mtp.txt")"
+grep -q '^tetra_speculative_accepted_tokens_total ' "$work/metrics_mtp.txt" || fail "metrics lack the accepted drafts"
+stop_server || fail "clean shutdown of the speculating server"
 
 # --- a bad cache memory fraction is a usage error naming the option
 for f in 0 1.5 half; do

@@ -77,7 +77,7 @@ std::vector<float> run_golden_last_logits(Backend& be, const std::string& dir, C
   GoldenModel g(be, dir, caches);
   std::vector<SequenceState*> active;
   for (auto& s : g.states) active.push_back(&s);
-  return be.download(g.model.step(active, g.batch, LogitRows::last_of_each_sequence).logits);
+  return be.download(g.model.step(active, g.batch, LogitRows::last_of_each_sequence()).logits);
 }
 
 }  // namespace tetra::testing

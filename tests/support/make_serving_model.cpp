@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   config.eos_token_id = config.vocab_size - 6;
   tetra::testing::TinyCheckpointOptions options;
   options.quant = tetra::testing::TinyQuant::nvfp4;
+  options.with_mtp = true;  // speculation by MTP
   options.config = config;
   tetra::testing::write_tiny_checkpoint(dir, options);
   std::cout << dir << ": vocabulary " << config.vocab_size << ", context " << config.max_position_embeddings << "\n";

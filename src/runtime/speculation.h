@@ -1,0 +1,35 @@
+#pragma once
+// Speculative decoding: a step feeds each decoding sequence its last token and a draft of the
+// token after it, and gets logits for both rows. The sampler takes the first row's token and,
+// when it equals the draft (the second row's input), the second row's too, so a sequence gets
+// exactly the tokens it would one step at a time (the same sampler calls on the same rows'
+// logits, at any temperature); a draft that differs is taken back (Model::drop_last_token). Drafts come
+// from the checkpoint's MTP block or from the sequence's own text.
+//
+// One draft, not more: a rejected draft's key overwrote the window ring's row of the position a
+// window before it, which no later position reads; a second one would overwrite a row that the
+// next step still reads (likewise the compressors' pending rings).
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace tetra {
+
+enum class SpeculativeMethod {
+  off,
+  mtp,    // the MTP block's most likely token after the last one
+  ngram,  // the token that followed the latest earlier occurrence of the last few (prompt lookup)
+};
+
+// "off", "mtp" or "ngram" (a usage error naming --speculative otherwise).
+SpeculativeMethod parse_speculative_method(const std::string& name);
+const char* speculative_method_name(SpeculativeMethod method);
+
+// The draft from `history` (a sequence's prompt and generated tokens): the token that followed
+// the latest earlier occurrence of its last n tokens, trying the longest n first (kNgramLongest
+// down to kNgramShortest); none when no such occurrence exists.
+inline constexpr int64_t kNgramLongest = 4, kNgramShortest = 2;
+std::optional<int32_t> ngram_draft(std::span<const int32_t> history);
+
+}  // namespace tetra
