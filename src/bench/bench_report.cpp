@@ -114,6 +114,15 @@ json report_json(const BenchReport& r, const std::string& command, const std::st
       p["step_over_measured_floor"] = measured ? json(s / *measured) : json(nullptr);
       p["logits_digest"] = digest_hex(d.logits_digest);
       p["error"] = nullptr;
+      if (r.options.speculative) {
+        // A speculative step (input and draft) over a plain one: drafts pay once more than
+        // (ratio - 1) of them are taken.
+        const bool timed = !d.speculative_step_seconds.empty();
+        p["speculative_step_seconds"] = timed ? json(d.speculative_median_seconds()) : json(nullptr);
+        p["speculative_samples"] = d.speculative_step_seconds;
+        p["speculative_step_over_step"] = timed ? json(d.speculative_median_seconds() / s) : json(nullptr);
+        p["speculative_error"] = d.speculative_error.empty() ? json(nullptr) : json(d.speculative_error);
+      }
     } else {
       p["step_seconds"] = nullptr;
       p["error"] = d.error;
@@ -187,6 +196,20 @@ void print_report(const BenchReport& r, std::ostream& out) {
         std::snprintf(line, sizeof line, "%6lld %9lld %12s %12s %12.1f %12.1f %12.3f %8s %8s %10s  %s\n", (long long)d.batch,
                       (long long)d.context, "-", "-", d.floor_bytes.weights / 1e6, d.floor_bytes.kv / 1e6, floor_ms, "-",
                       "-", "-", d.error.substr(0, 80).c_str());
+      }
+      out << line;
+    }
+    for (const auto& d : r.decode) {
+      if (!r.options.speculative || !d.error.empty()) continue;
+      if (d.speculative_step_seconds.empty()) {
+        std::snprintf(line, sizeof line, "two tokens a sequence, batch %lld context %lld: failed: %s\n", (long long)d.batch,
+                      (long long)d.context, d.speculative_error.substr(0, 100).c_str());
+      } else {
+        const double ratio = d.speculative_median_seconds() / d.median_seconds();
+        char pays[64] = "drafts never pay";
+        if (ratio < 2) std::snprintf(pays, sizeof pays, "drafts pay once more than %.0f%% are taken", 100.0 * (ratio - 1));
+        std::snprintf(line, sizeof line, "two tokens a sequence, batch %lld context %lld: %.3f ms a step, %.2fx a step's: %s\n",
+                      (long long)d.batch, (long long)d.context, d.speculative_median_seconds() * 1e3, ratio, pays);
       }
       out << line;
     }

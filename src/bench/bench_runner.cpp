@@ -78,6 +78,7 @@ std::string digest_hex(uint64_t digest) {
 }
 
 double DecodeResult::median_seconds() const { return median(step_seconds); }
+double DecodeResult::speculative_median_seconds() const { return median(speculative_step_seconds); }
 double PrefillResult::median_seconds() const { return median(seconds); }
 
 BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::function<void(const BenchReport&)>& on_result) {
@@ -196,8 +197,8 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
         // allocation, so that it need not grow by copying) and read as they are. The blocks of
         // the steps to come are taken too: a table growing mid-run re-records the step's graph
         // (~10 ms), which two of three timed steps at 4k once did. Room: the warm-up, the timed
-        // steps and the routing's step.
-        const int64_t room = o.steps + 2;
+        // steps and the routing's step, and as many two-token steps (each keeps one).
+        const int64_t room = (o.speculative ? 2 : 1) * (o.steps + 2);
         model->reserve_cache(batch * model->cache_layout().blocks_for(ctx + room, c.n_layers));
         std::vector<SequenceState> states;
         std::vector<SequenceState*> active;
@@ -222,6 +223,20 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
             d.logits_digest = checked_digest(out.logits);
           }
         }
+        if (o.speculative) {
+          recorded(d.speculative_error, log, [&] {
+            for (int64_t step = 0; step <= o.steps; ++step) {
+              std::vector<std::vector<int32_t>> tokens;
+              for (int64_t s = 0; s < batch; ++s) tokens.push_back(random_tokens(ids, 2));
+              finish();
+              const auto s0 = Clock::now();
+              model->step(active, tokens);
+              finish();
+              if (step > 0) d.speculative_step_seconds.push_back(seconds_since(s0));  // step 0 records its graph
+              for (SequenceState* s : active) model->drop_last_token(*s);
+            }
+          });
+        }
         // One more step, eager, untimed: the experts its tokens touch in each layer price the
         // step's floor as measured (synthetic routers need not spread a batch's tokens as
         // uniformly random routing would, which the expected floor assumes).
@@ -245,6 +260,8 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
         log << "  " << d.median_seconds() * 1e3 << " ms per step, logits " << digest_hex(d.logits_digest);
         if (d.measured_floor_bytes) log << "; experts a layer " << d.measured_floor_bytes->experts_per_layer;
         log << " (random routing " << d.floor_bytes.experts_per_layer << ")\n";
+        if (!d.speculative_step_seconds.empty())
+          log << "  two tokens a sequence: " << d.speculative_median_seconds() * 1e3 << " ms per step\n";
       }
       r.decode.push_back(std::move(d));
       if (on_result) on_result(r);

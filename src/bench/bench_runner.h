@@ -27,6 +27,7 @@ struct BenchOptions {
   std::vector<int64_t> contexts{4096};
   int64_t prefill = 0;                // tokens of the timed prefill; 0: none
   int64_t steps = 5;                  // timed decode steps per point, after one warm-up step
+  bool speculative = false;           // also time each point's two-token steps (input and draft)
   std::string device = "cuda";
   uint64_t seed = 1;
   CacheTypes caches;
@@ -39,7 +40,13 @@ struct DecodeResult {
   std::optional<DecodeBytes> measured_floor_bytes;  // with those a step's routing touched
   std::string error;                 // why the point could not run (e.g. out of memory)
   uint64_t logits_digest = 0;        // of the last timed step's logits (logits_digest)
+  // With BenchOptions::speculative: steps of two tokens a sequence, the second taken back after
+  // (a speculative step with its draft rejected: the same work as one taken); the MTP block's
+  // drafting is not in them.
+  std::vector<double> speculative_step_seconds;
+  std::string speculative_error;
   double median_seconds() const;
+  double speculative_median_seconds() const;
 };
 
 struct PrefillResult {

@@ -48,7 +48,7 @@ int run_bench(const std::vector<std::string>& argv_in) {
   const auto contexts = take_list(argv, "context");
   const Args args(argv, {"synthetic", "layers", "format", "prefill", "steps", "device", "seed", "json", "kv-cache-dtype",
                          "indexer-cache-dtype"},
-                  {});
+                  {"speculative"});
   bench::BenchOptions o;
   o.geometry = args.required("synthetic");
   if (const auto n = args.count("layers")) o.layers = *n;
@@ -57,6 +57,7 @@ int run_bench(const std::vector<std::string>& argv_in) {
   if (contexts) o.contexts = *contexts;
   o.prefill = args.count("prefill").value_or(0);
   o.steps = args.count("steps").value_or(o.steps);
+  o.speculative = args.flag("speculative");
   o.device = args.get_or("device", "cuda");
   o.seed = uint64_t(args.count("seed").value_or(1));
   o.caches = {parse_kv_cache_dtype(args.get_or("kv-cache-dtype", "fp8")),

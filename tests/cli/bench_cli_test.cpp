@@ -89,6 +89,28 @@ TEST_F(BenchCli, TimesDecodeAndPrefillAgainstTheirFloors) {
   EXPECT_TRUE(j["kv_capacity"]["sequences_one_gpu"].is_null());
 }
 
+// --speculative times steps of two tokens a sequence beside each point's steps; without it the
+// point has no such keys.
+TEST_F(BenchCli, SpeculativeStepsTimedBesideThePoint) {
+  const fs::path out = dir_ / "spec.json";
+  const auto r = bench("--batch 1 3 --context 0 9 --steps 2 --speculative --json " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("two tokens a sequence, batch 3 context 9"), std::string::npos) << r.output;
+  std::ifstream in(out);
+  const json j = json::parse(in);
+  ASSERT_EQ(j["decode"].size(), 4u);
+  for (const auto& d : j["decode"]) {
+    ASSERT_TRUE(d["speculative_error"].is_null()) << d.dump();
+    EXPECT_EQ(d["speculative_samples"].size(), 2u);
+    EXPECT_NEAR(d["speculative_step_over_step"].get<double>(),
+                d["speculative_step_seconds"].get<double>() / d["step_seconds"].get<double>(), 1e-9);
+  }
+  const auto plain = bench("--batch 1 --context 0 --steps 1 --json " + (dir_ / "plain.json").string());
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  std::ifstream plain_in(dir_ / "plain.json");
+  EXPECT_FALSE(json::parse(plain_in)["decode"][0].contains("speculative_step_seconds"));
+}
+
 // Batch 32 against batch 1: the step-time ratio, and the ratio of the byte floors (32 tokens
 // touch more experts than one, so their floor is higher).
 TEST_F(BenchCli, HeadlineComparesBatch32WithBatch1) {
