@@ -33,7 +33,7 @@ struct Scheduler::Sequence {
   int64_t generated = 0;
   int32_t next_input = -1;      // the last sampled token, input of the next decode step
   std::vector<int32_t> drafts{};  // of the token after next_input, fed beside it (none or one)
-  std::vector<int32_t> text{};    // prompt and generated tokens (n-gram drafts)
+  NgramIndex ngrams{};  // of the prompt and generated tokens (n-gram drafts)
   bool finished = false;
 
   bool decoding() const { return prefilled == int64_t(request.prompt.size()); }
@@ -62,15 +62,17 @@ Scheduler::Submitted Scheduler::submit(GenerationRequest request, std::shared_pt
   if (request.prompt.empty()) usage_error("a generation request needs at least one prompt token");
   const int64_t blocks = geometry_.blocks_for(int64_t(request.prompt.size()) + request.max_tokens);
   if (blocks > pool_.total()) return {Admission::too_large};
+  NgramIndex ngrams;  // indexed outside the lock: a long prompt takes a while
+  if (options_.speculation == SpeculativeMethod::ngram)
+    for (const int32_t t : request.prompt) ngrams.append(t);
   std::unique_lock lock(mutex_);
   if (int64_t(waiting_.size()) >= options_.max_queued) return {Admission::queue_full};
   const uint64_t id = next_id_++;
   const uint64_t fallback_seed = (uint64_t(entropy_()) << 32) ^ entropy_();
   Sampler sampler(request.sampling, request.prompt, fallback_seed);
-  std::vector<int32_t> text = request.prompt;
   auto sequence = std::unique_ptr<Sequence>(
       new Sequence{id, std::move(request), std::move(sink), std::move(sampler), blocks, model_.new_sequence()});
-  sequence->text = std::move(text);
+  sequence->ngrams = std::move(ngrams);
   waiting_.push_back(std::move(sequence));
   lock.unlock();
   wake_.notify_all();
@@ -228,7 +230,7 @@ void Scheduler::step() {
   if (options_.speculation == SpeculativeMethod::ngram)
     for (Sequence* s : chosen)
       if (!s->finished && s->decoding() && s->request.max_tokens - s->generated >= 2)  // room for the draft's token
-        if (const auto d = ngram_draft(s->text)) s->drafts = {*d};
+        if (const auto d = s->ngrams.draft()) s->drafts = {*d};
 }
 
 int64_t Scheduler::sample_rows(Sequence& s, std::span<const float> logits, int64_t vocab) {
@@ -250,7 +252,7 @@ int64_t Scheduler::sample_rows(Sequence& s, std::span<const float> logits, int64
       break;
     }
     ++s.generated;
-    s.text.push_back(t.id);
+    if (options_.speculation == SpeculativeMethod::ngram) s.ngrams.append(t.id);
     if (!s.sink->on_token(t)) {
       finish(s, FinishReason::stop, "");
     } else if (s.generated >= s.request.max_tokens) {

@@ -22,13 +22,32 @@ const char* speculative_method_name(SpeculativeMethod method) {
   return "?";
 }
 
-std::optional<int32_t> ngram_draft(std::span<const int32_t> history) {
-  const int64_t size = int64_t(history.size());
-  for (int64_t n = std::min(kNgramLongest, size - 1); n >= kNgramShortest; --n) {
-    const auto suffix = history.subspan(size_t(size - n));
-    // the latest occurrence that ends before the suffix does, so a token follows it
-    for (int64_t start = size - n - 1; start >= 0; --start)
-      if (std::equal(suffix.begin(), suffix.end(), history.begin() + start)) return history[size_t(start + n)];
+uint64_t NgramIndex::key(int64_t n, int64_t end) const {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the tokens' values
+  for (int64_t i = end - n; i < end; ++i) {
+    h ^= uint64_t(uint32_t(tokens_[size_t(i)]));
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+void NgramIndex::append(int32_t token) {
+  tokens_.push_back(token);
+  const int64_t last = int64_t(tokens_.size()) - 1;
+  // the n-grams ending just before the new token now have a token after them
+  for (int64_t n = kNgramShortest; n <= kNgramLongest && n <= last; ++n)
+    followers_[size_t(n - kNgramShortest)][key(n, last)] = last;
+}
+
+std::optional<int32_t> NgramIndex::draft() const {
+  const int64_t size = int64_t(tokens_.size());
+  for (int64_t n = std::min(kNgramLongest, size); n >= kNgramShortest; --n) {
+    const auto& followers = followers_[size_t(n - kNgramShortest)];
+    const auto it = followers.find(key(n, size));
+    if (it == followers.end()) continue;
+    // a hash collision names other tokens: check them, and try a shorter n if they differ
+    const int64_t after = it->second;
+    if (std::equal(tokens_.end() - n, tokens_.end(), tokens_.begin() + (after - n))) return tokens_[size_t(after)];
   }
   return std::nullopt;
 }

@@ -9,10 +9,12 @@
 // One draft, not more: a rejected draft's key overwrote the window ring's row of the position a
 // window before it, which no later position reads; a second one would overwrite a row that the
 // next step still reads (likewise the compressors' pending rings).
+#include <array>
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 namespace tetra {
 
@@ -26,10 +28,24 @@ enum class SpeculativeMethod {
 SpeculativeMethod parse_speculative_method(const std::string& name);
 const char* speculative_method_name(SpeculativeMethod method);
 
-// The draft from `history` (a sequence's prompt and generated tokens): the token that followed
-// the latest earlier occurrence of its last n tokens, trying the longest n first (kNgramLongest
-// down to kNgramShortest); none when no such occurrence exists.
+// N-gram drafts (prompt lookup) of one sequence: fed its tokens one by one (prompt, then each
+// generated one), it drafts the token that followed the latest earlier occurrence of the last n
+// tokens, trying the longest n first (kNgramLongest down to kNgramShortest). Each token costs a
+// few hash-map updates, so long contexts draft as fast as short ones.
 inline constexpr int64_t kNgramLongest = 4, kNgramShortest = 2;
-std::optional<int32_t> ngram_draft(std::span<const int32_t> history);
 
+class NgramIndex {
+ public:
+  void append(int32_t token);
+  // None when the last kNgramShortest tokens never occurred before.
+  std::optional<int32_t> draft() const;
+
+ private:
+  // The hash of the n tokens that end before position `end`.
+  uint64_t key(int64_t n, int64_t end) const;
+
+  std::vector<int32_t> tokens_;
+  // For each n, an n-gram's key -> the position of the token that followed its latest occurrence.
+  std::array<std::unordered_map<uint64_t, int64_t>, kNgramLongest - kNgramShortest + 1> followers_;
+};
 }  // namespace tetra
