@@ -2,23 +2,24 @@
 # Load test of `tetra serve` over loopback: many concurrent streaming clients with random
 # disconnects for a bounded time, then checks zero 5xx, that the server is alive, and that its
 # memory returns to the idle level; prints requests/s and time-to-first-token p50/p99.
-# usage: scripts/load-test.sh [--model DIR] [--clients N] [--seconds S] [--max-requests N]
+# usage: scripts/load-test.sh [--model DIR] [--clients N] [--seconds S] [--max-requests N] [--speculative M]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=models/demo/nvfp4 clients=48 seconds=60 max_requests=100000
+model=models/demo/nvfp4 clients=48 seconds=60 max_requests=100000 speculative=off
 while [ $# -gt 0 ]; do
   case $1 in
     --model) model=$2; shift 2 ;;
     --clients) clients=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --max-requests) max_requests=$2; shift 2 ;;
-    *) echo "usage: $0 [--model DIR] [--clients N] [--seconds S] [--max-requests N]" >&2; exit 2 ;;
+    --speculative) speculative=$2; shift 2 ;;
+    *) echo "usage: $0 [--model DIR] [--clients N] [--seconds S] [--max-requests N] [--speculative M]" >&2; exit 2 ;;
   esac
 done
 [ -d "$model" ] || { echo "load-test: model directory $model is missing" >&2; exit 1; }
 [ -x build/src/tetra ] || ./scripts/build.sh
 . tests/server/start_server.sh
-SERVER_START_SECONDS=600 start_server build/src/tetra "$model"
+SERVER_START_SECONDS=600 start_server build/src/tetra "$model" --speculative "$speculative"
 trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
 rss() { awk '/VmRSS/ {print $2}' "/proc/$SERVER_PID/status"; }
 

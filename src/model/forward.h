@@ -59,6 +59,8 @@ class Model {
 
   // Decode steps as recorded graphs (on by default; eager when off or on a backend without them).
   void set_decode_graphs(bool on) { decode_graphs_ = on; }
+  // Whether decode steps run as graphs (until a first decode step, whether they will try).
+  bool decode_graphs() const { return decode_graphs_; }
 
   // Called in every step (eager while set: a recorded graph cannot call the host) with each main
   // layer's routing, experts [rows, k] i32: what a benchmark counts to price a step by the experts

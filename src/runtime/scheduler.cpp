@@ -169,6 +169,12 @@ void Scheduler::step() {
   std::vector<std::vector<int32_t>> tokens;
   std::vector<int64_t> logit_rows;  // a decode's every row, a prefill chunk's last
   int64_t budget = options_.step_tokens;
+  // A decode step runs as a graph only when every sequence brings as many tokens: where decode
+  // steps are graphs, a step of decodes alone takes drafts only when each of them has one.
+  const bool prefilling = std::any_of(running_.begin(), running_.end(), [](const auto& s) { return !s->decoding(); });
+  const auto has_draft = [](const auto& s) { return !s->decoding() || !s->drafts.empty(); };
+  if (model_.decode_graphs() && !prefilling && !std::all_of(running_.begin(), running_.end(), has_draft))
+    for (auto& s : running_) s->drafts.clear();
   for (auto& s : running_) {
     if (!s->decoding()) continue;
     chosen.push_back(s.get());

@@ -12,33 +12,33 @@ Json delta_json(const text::AssistantDelta& d) {
 
 }  // namespace
 
-AnswerBuilder::AnswerBuilder(const OpenAiRequest& r, const text::Tokenizer& tokenizer, ResponseHeader header)
-    : r_(r), tokenizer_(tokenizer), header_(std::move(header)), assistant_(r.thinking_mode) {}
+AnswerBuilder::AnswerBuilder(const OpenAiRequest& r, const text::Tokenizer& tokenizer, ResponseHeader header, int64_t index)
+    : r_(r), tokenizer_(tokenizer), header_(std::move(header)), index_(index), assistant_(r.thinking_mode) {}
 
 std::vector<Json> AnswerBuilder::chunks(const TextStream::Update& u) {
   completion_tokens_ += int64_t(u.tokens.size());
   std::vector<Json> out;
   const Json logprobs = logprobs_of(u.tokens);
   if (r_.endpoint == Endpoint::completions) {
-    if (!u.text.empty() || (r_.logprobs && !u.tokens.empty())) out.push_back(completion_chunk(header_, u.text, logprobs, nullptr));
-    if (u.finished) out.push_back(completion_chunk(header_, "", nullptr, finish_reason_name(u.reason, false)));
+    if (!u.text.empty() || (r_.logprobs && !u.tokens.empty())) out.push_back(completion_chunk(header_, index_, u.text, logprobs, nullptr));
+    if (u.finished) out.push_back(completion_chunk(header_, index_, "", nullptr, finish_reason_name(u.reason, false)));
     return out;
   }
   Json delta = delta_json(assistant_.push(u.text));
-  if (!delta.empty() || (r_.logprobs && !u.tokens.empty())) out.push_back(chat_chunk(header_, std::move(delta), logprobs, nullptr));
+  if (!delta.empty() || (r_.logprobs && !u.tokens.empty())) out.push_back(chat_chunk(header_, index_, std::move(delta), logprobs, nullptr));
   if (u.finished) {
     text::AssistantEnd end = assistant_.finish();
     Json last = delta_json(end.delta);
     if (!end.tool_calls.empty()) last["tool_calls"] = tool_calls_json(end.tool_calls, header_.id, true);
-    if (!last.empty()) out.push_back(chat_chunk(header_, std::move(last), nullptr, nullptr));
-    out.push_back(chat_chunk(header_, Json::object(), nullptr, finish_reason_name(u.reason, !end.tool_calls.empty())));
+    if (!last.empty()) out.push_back(chat_chunk(header_, index_, std::move(last), nullptr, nullptr));
+    out.push_back(chat_chunk(header_, index_, Json::object(), nullptr, finish_reason_name(u.reason, !end.tool_calls.empty())));
   }
   return out;
 }
 
-Json AnswerBuilder::whole(const TextStream::Update& u, int64_t prompt_tokens) {
+Json AnswerBuilder::choice(const TextStream::Update& u) {
   completion_tokens_ = int64_t(u.tokens.size());
-  Json choice = {{"index", 0}};
+  Json choice = {{"index", index_}};
   if (r_.endpoint == Endpoint::completions) {
     choice["text"] = u.text;
     choice["logprobs"] = logprobs_of(u.tokens);
@@ -53,21 +53,7 @@ Json AnswerBuilder::whole(const TextStream::Update& u, int64_t prompt_tokens) {
     choice["logprobs"] = logprobs_of(u.tokens);
     choice["finish_reason"] = finish_reason_name(u.reason, !end.tool_calls.empty());
   }
-  return {{"id", header_.id},
-          {"object", r_.endpoint == Endpoint::chat ? "chat.completion" : "text_completion"},
-          {"created", header_.created},
-          {"model", header_.model},
-          {"choices", Json::array({std::move(choice)})},
-          {"usage", usage_json(prompt_tokens, completion_tokens_)}};
-}
-
-Json AnswerBuilder::usage_chunk(int64_t prompt_tokens) const {
-  return {{"id", header_.id},
-          {"object", r_.endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
-          {"created", header_.created},
-          {"model", header_.model},
-          {"choices", Json::array()},
-          {"usage", usage_json(prompt_tokens, completion_tokens_)}};
+  return choice;
 }
 
 Json AnswerBuilder::logprobs_of(const std::vector<SampledToken>& tokens) {
@@ -77,7 +63,7 @@ Json AnswerBuilder::logprobs_of(const std::vector<SampledToken>& tokens) {
 }
 
 Json AnswerBuilder::first_chunk() const {
-  return chat_chunk(header_, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+  return chat_chunk(header_, index_, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
 }
 
 }  // namespace tetra::server

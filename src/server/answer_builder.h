@@ -1,6 +1,6 @@
 #pragma once
-// Everything a request's text turns into, for one answer: chat deltas (reasoning, content, tool
-// calls) or completion text, logprobs, usage; as stream chunks or as one whole response.
+// Everything one choice's text turns into: chat deltas (reasoning, content, tool calls) or
+// completion text, logprobs; as stream chunks or as the choice of a whole response.
 #include <vector>
 
 #include "server/openai_request.h"
@@ -12,15 +12,13 @@ namespace tetra::server {
 
 class AnswerBuilder {
  public:
-  // `r` and `tokenizer` must outlive the builder.
-  AnswerBuilder(const OpenAiRequest& r, const text::Tokenizer& tokenizer, ResponseHeader header);
+  // `r` and `tokenizer` must outlive the builder; `index`: the choice's.
+  AnswerBuilder(const OpenAiRequest& r, const text::Tokenizer& tokenizer, ResponseHeader header, int64_t index = 0);
 
   // The stream chunks of one update (none when nothing is ready to show).
   std::vector<Json> chunks(const TextStream::Update& u);
-  // The whole answer from all updates merged into one.
-  Json whole(const TextStream::Update& u, int64_t prompt_tokens);
-  // The last stream chunk when usage is asked for: no choices, the token counts.
-  Json usage_chunk(int64_t prompt_tokens) const;
+  // The choice of a whole response from all updates merged into one.
+  Json choice(const TextStream::Update& u);
   // The first chat stream chunk: the assistant role.
   Json first_chunk() const;
   int64_t completion_tokens() const { return completion_tokens_; }
@@ -31,6 +29,7 @@ class AnswerBuilder {
   const OpenAiRequest& r_;
   const text::Tokenizer& tokenizer_;
   ResponseHeader header_;
+  int64_t index_;
   text::AssistantStream assistant_;
   int64_t completion_tokens_ = 0;
   int64_t text_offset_ = 0;

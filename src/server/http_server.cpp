@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/answer_builder.h"
+#include "server/choices.h"
 #include "server/client_connection.h"
 #include "server/openai_response.h"
 #include "server/text_stream.h"
@@ -140,84 +141,98 @@ void OpenAiServer::chat_or_completion(Endpoint endpoint, const std::string& body
   }
 }
 
-uint64_t OpenAiServer::submit(const OpenAiRequest& r, std::shared_ptr<TextStream> stream) {
-  const Scheduler::Submitted s = scheduler_.submit(r.generation, std::move(stream));
+uint64_t OpenAiServer::submit(const GenerationRequest& g, std::shared_ptr<TextStream> stream) {
+  const Scheduler::Submitted s = scheduler_.submit(g, std::move(stream));
   if (s.admission == Scheduler::Admission::queue_full)
     throw ApiError(429, "the server is at capacity (running and queued requests); retry later", "", "rate_limit_exceeded");
-  if (s.admission == Scheduler::Admission::too_large)
-  {
-    const int64_t tokens = int64_t(r.generation.prompt.size()) + r.generation.max_tokens;
+  if (s.admission == Scheduler::Admission::too_large) {
+    const int64_t tokens = int64_t(g.prompt.size()) + g.max_tokens;
     bad_parameter("max_tokens", cat("the prompt plus 'max_tokens' (", tokens, " tokens) needs ", scheduler_.blocks_needed(tokens),
                                     " cache blocks and the server has ", scheduler_.stats().blocks_total, "; lower 'max_tokens'"));
   }
   return s.id;
 }
 
+std::unique_ptr<Choices> OpenAiServer::start(const OpenAiRequest& r) {
+  return std::make_unique<Choices>(
+      r, model_.tokenizer(), [this](bool first, double s) { metrics_.observe_token(first, s); }, scheduler_,
+      [this](const GenerationRequest& g, std::shared_ptr<TextStream> stream) { return submit(g, std::move(stream)); });
+}
+
 void OpenAiServer::answer_whole(const OpenAiRequest& r, const std::string& id, const httplib::Request& req,
                                 httplib::Response& res) {
-  auto stream = std::make_shared<TextStream>(model_.tokenizer(), r.stop,
-                                             [this](bool first, double s) { metrics_.observe_token(first, s); });
-  const uint64_t sequence = submit(r, stream);
-  // A client that hangs up before its answer is whole frees its sequence, as a stream's does.
+  const std::unique_ptr<Choices> choices = start(r);
+  // A client that hangs up before its answer is whole frees its sequences, as a stream's does.
   const auto client = ClientConnection::find(req.remote_addr, req.remote_port, port_);
-  TextStream::Update all;
-  while (!all.finished) {
+  std::vector<TextStream::Update> all(size_t(choices->size()));
+  while (!choices->finished()) {
     if (client && client->hung_up()) {
-      stream->abandon();
-      scheduler_.cancel(sequence);
+      choices->abandon();
       res.status = 499;  // nobody reads it; the access log and metrics see a client that left
       return;
     }
-    TextStream::Update u = stream->wait(250ms);
-    all.tokens.insert(all.tokens.end(), u.tokens.begin(), u.tokens.end());
-    all.text += u.text;
-    all.finished = u.finished;
-    all.reason = u.reason;
-    all.error = u.error;
+    for (auto& [i, u] : choices->wait(250ms)) {
+      TextStream::Update& a = all[size_t(i)];
+      a.tokens.insert(a.tokens.end(), u.tokens.begin(), u.tokens.end());
+      a.text += u.text;
+      a.finished = u.finished;
+      a.reason = u.reason;
+      a.error = u.error;
+    }
   }
   const int64_t prompt_tokens = int64_t(r.generation.prompt.size());
-  metrics_.count_tokens(prompt_tokens, int64_t(all.tokens.size()));
-  if (all.reason == FinishReason::error) throw ApiError(500, "generation failed: " + all.error);
-  if (all.reason == FinishReason::cancelled) throw ApiError(503, "the request was cancelled: the server is shutting down");
-  AnswerBuilder builder(r, model_.tokenizer(), {id, unix_time(), options_.served_model_name});
-  res.set_content(dump(builder.whole(all, prompt_tokens)), "application/json");
+  int64_t completion_tokens = 0;
+  for (const auto& a : all) completion_tokens += int64_t(a.tokens.size());
+  metrics_.count_tokens(prompt_tokens, completion_tokens);
+  for (const auto& a : all) {
+    if (a.reason == FinishReason::error) throw ApiError(500, "generation failed: " + a.error);
+    if (a.reason == FinishReason::cancelled) throw ApiError(503, "the request was cancelled: the server is shutting down");
+  }
+  const ResponseHeader header{id, unix_time(), options_.served_model_name};
+  Json list = Json::array();
+  for (size_t i = 0; i < all.size(); ++i) list.push_back(AnswerBuilder(r, model_.tokenizer(), header, int64_t(i)).choice(all[i]));
+  res.set_content(dump(whole_response(header, r.endpoint, std::move(list), prompt_tokens, completion_tokens)), "application/json");
 }
 
 void OpenAiServer::answer_stream(const OpenAiRequest& r, const std::string& id, httplib::Response& res) {
-  // Lives as long as the response: the builder refers to the request it holds.
+  // Lives as long as the response: the builders refer to the request it holds.
   struct State {
-    State(OpenAiRequest r, std::shared_ptr<TextStream> s, const text::Tokenizer& tokenizer, ResponseHeader header)
-        : request(std::move(r)), stream(std::move(s)), builder(request, tokenizer, std::move(header)) {}
     OpenAiRequest request;
-    std::shared_ptr<TextStream> stream;
-    AnswerBuilder builder;
-    uint64_t sequence = 0;
+    ResponseHeader header;
+    std::unique_ptr<Choices> choices;
+    std::vector<AnswerBuilder> builders;
     bool started = false, done = false;
     std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
   };
-  auto stream = std::make_shared<TextStream>(model_.tokenizer(), r.stop,
-                                             [this](bool first, double s) { metrics_.observe_token(first, s); });
-  auto state = std::make_shared<State>(r, stream, model_.tokenizer(), ResponseHeader{id, unix_time(), options_.served_model_name});
-  state->sequence = submit(state->request, stream);
+  auto state = std::make_shared<State>();
+  state->request = r;
+  state->header = {id, unix_time(), options_.served_model_name};
+  state->choices = start(state->request);
+  for (int64_t i = 0; i < r.n; ++i) state->builders.emplace_back(state->request, model_.tokenizer(), state->header, i);
 
   res.set_chunked_content_provider(
       "text/event-stream",
       [this, state](size_t, httplib::DataSink& sink) {
-        const OpenAiRequest* request = &state->request;
+        const OpenAiRequest& request = state->request;
         std::string out;
-        if (!state->started && request->endpoint == Endpoint::chat) out += sse_event(state->builder.first_chunk());
+        if (!state->started && request.endpoint == Endpoint::chat)
+          for (const AnswerBuilder& b : state->builders) out += sse_event(b.first_chunk());
         state->started = true;
-        const TextStream::Update u = state->stream->wait(250ms);
-        if (u.finished && u.reason == FinishReason::error) {
-          out += sse_event(ApiError(500, "generation failed: " + u.error).body());
-        } else {
-          for (const Json& chunk : state->builder.chunks(u)) out += sse_event(chunk);
+        for (const auto& [i, u] : state->choices->wait(250ms)) {
+          if (u.finished && u.reason == FinishReason::error) {
+            out += sse_event(ApiError(500, "generation failed: " + u.error).body());
+          } else {
+            for (const Json& chunk : state->builders[size_t(i)].chunks(u)) out += sse_event(chunk);
+          }
         }
-        if (u.finished) {
-          const int64_t prompt_tokens = int64_t(request->generation.prompt.size());
-          if (request->include_usage) out += sse_event(state->builder.usage_chunk(prompt_tokens));
+        const bool finished = state->choices->finished();
+        if (finished) {
+          const int64_t prompt_tokens = int64_t(request.generation.prompt.size());
+          int64_t completion_tokens = 0;
+          for (const AnswerBuilder& b : state->builders) completion_tokens += b.completion_tokens();
+          if (request.include_usage) out += sse_event(usage_chunk(state->header, request.endpoint, prompt_tokens, completion_tokens));
           out += "data: [DONE]\n\n";
-          metrics_.count_tokens(prompt_tokens, state->builder.completion_tokens());
+          metrics_.count_tokens(prompt_tokens, completion_tokens);
         }
         // A comment line now and then finds a client that left while nothing was generated.
         const auto now = std::chrono::steady_clock::now();
@@ -226,16 +241,14 @@ void OpenAiServer::answer_stream(const OpenAiRequest& r, const std::string& id, 
           if (!sink.write(out.data(), out.size())) return false;
           state->last_write = now;
         }
-        if (u.finished) {
+        if (finished) {
           state->done = true;
           sink.done();
         }
         return true;
       },
-      [this, state](bool) {
-        if (state->done) return;
-        state->stream->abandon();
-        scheduler_.cancel(state->sequence);
+      [state](bool) {
+        if (!state->done) state->choices->abandon();
       });
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // The OpenAI-compatible HTTP API over cpp-httplib: /v1/chat/completions, /v1/completions
-// (whole answers and SSE streams), /v1/models, /health, /metrics; bearer-key auth on /v1/*,
+// (whole answers and SSE streams, n choices each), /v1/models, /health, /metrics; bearer-key auth on /v1/*,
 // a body size limit, OpenAI error bodies. A client that goes away before its answer is done
 // (streamed or whole) cancels its sequence.
 #include <httplib.h>
@@ -11,6 +11,7 @@
 
 #include "runtime/scheduler.h"
 #include "server/metrics.h"
+#include "server/choices.h"
 #include "server/openai_request.h"
 #include "server/serving_model.h"
 #include "server/text_stream.h"
@@ -42,7 +43,10 @@ class OpenAiServer {
   void chat_or_completion(Endpoint endpoint, const std::string& body, const httplib::Request& req, httplib::Response& res);
   void answer_whole(const OpenAiRequest& r, const std::string& id, const httplib::Request& req, httplib::Response& res);
   void answer_stream(const OpenAiRequest& r, const std::string& id, httplib::Response& res);
-  uint64_t submit(const OpenAiRequest& r, std::shared_ptr<TextStream> stream);
+  // A choice's sequence in the scheduler, or the ApiError (429, 400) of its refusal.
+  uint64_t submit(const GenerationRequest& g, std::shared_ptr<TextStream> stream);
+  // Every choice of `r` submitted.
+  std::unique_ptr<Choices> start(const OpenAiRequest& r);
   bool authorized(const httplib::Request& req) const;
 
   ServingModel& model_;

@@ -205,8 +205,9 @@ OpenAiRequest read_request(Endpoint endpoint, const nlohmann::ordered_json& body
   OpenAiRequest r;
   r.endpoint = endpoint;
   check_model(body, limits);
-  if (integer(body, "n", 1, 1, 1) != 1) bad_parameter("n", "'n' must be 1");
-  if (integer(body, "best_of", 1, 1, 1) != 1) bad_parameter("best_of", "'best_of' must be 1");
+  r.n = integer(body, "n", 1, 1, kMaxChoices);
+  if (integer(body, "best_of", r.n, 1, kMaxChoices) != r.n)
+    bad_parameter("best_of", "'best_of' other than 'n' is not supported (no choices are generated to be dropped)");
   // Ignoring a requested format would answer something else than what was asked.
   if (present(body, "response_format") &&
       (!body["response_format"].is_object() || !body["response_format"].contains("type") ||

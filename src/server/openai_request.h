@@ -20,9 +20,13 @@ struct RequestLimits {
   std::vector<int32_t> end_token_ids;  // tokens that end a turn (EOS)
 };
 
+// The most choices ("n") one request may ask for: each is a sequence of its own.
+constexpr int64_t kMaxChoices = 16;
+
 struct OpenAiRequest {
   Endpoint endpoint = Endpoint::chat;
-  GenerationRequest generation;
+  GenerationRequest generation;  // every choice's; choice i samples with seed + i when a seed is set
+  int64_t n = 1;                 // choices
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;

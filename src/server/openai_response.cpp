@@ -70,20 +70,38 @@ Json tool_calls_json(const std::vector<text::ParsedToolCall>& calls, const std::
   return out;
 }
 
-Json chat_chunk(const ResponseHeader& h, Json delta, Json logprobs, Json finish_reason) {
+Json chat_chunk(const ResponseHeader& h, int64_t index, Json delta, Json logprobs, Json finish_reason) {
   return {{"id", h.id},
           {"object", "chat.completion.chunk"},
           {"created", h.created},
           {"model", h.model},
-          {"choices", Json::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish_reason)}}})}};
+          {"choices", Json::array({{{"index", index}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish_reason)}}})}};
 }
 
-Json completion_chunk(const ResponseHeader& h, const std::string& text, Json logprobs, Json finish_reason) {
+Json completion_chunk(const ResponseHeader& h, int64_t index, const std::string& text, Json logprobs, Json finish_reason) {
   return {{"id", h.id},
           {"object", "text_completion"},
           {"created", h.created},
           {"model", h.model},
-          {"choices", Json::array({{{"index", 0}, {"text", text}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish_reason)}}})}};
+          {"choices", Json::array({{{"index", index}, {"text", text}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish_reason)}}})}};
+}
+
+Json whole_response(const ResponseHeader& h, Endpoint endpoint, Json choices, int64_t prompt_tokens, int64_t completion_tokens) {
+  return {{"id", h.id},
+          {"object", endpoint == Endpoint::chat ? "chat.completion" : "text_completion"},
+          {"created", h.created},
+          {"model", h.model},
+          {"choices", std::move(choices)},
+          {"usage", usage_json(prompt_tokens, completion_tokens)}};
+}
+
+Json usage_chunk(const ResponseHeader& h, Endpoint endpoint, int64_t prompt_tokens, int64_t completion_tokens) {
+  return {{"id", h.id},
+          {"object", endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", h.created},
+          {"model", h.model},
+          {"choices", Json::array()},
+          {"usage", usage_json(prompt_tokens, completion_tokens)}};
 }
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }

@@ -33,9 +33,13 @@ Json completion_logprobs(const std::vector<SampledToken>& tokens, const text::To
 // OpenAI tool_calls entries; `with_index` adds the "index" that stream deltas carry.
 Json tool_calls_json(const std::vector<text::ParsedToolCall>& calls, const std::string& request_id, bool with_index);
 
-// One "chat.completion.chunk" / "text_completion" stream event with one choice.
-Json chat_chunk(const ResponseHeader& h, Json delta, Json logprobs, Json finish_reason);
-Json completion_chunk(const ResponseHeader& h, const std::string& text, Json logprobs, Json finish_reason);
+// One "chat.completion.chunk" / "text_completion" stream event with one choice (of index `index`).
+Json chat_chunk(const ResponseHeader& h, int64_t index, Json delta, Json logprobs, Json finish_reason);
+Json completion_chunk(const ResponseHeader& h, int64_t index, const std::string& text, Json logprobs, Json finish_reason);
+// The last stream chunk when usage is asked for: no choices, the token counts.
+Json usage_chunk(const ResponseHeader& h, Endpoint endpoint, int64_t prompt_tokens, int64_t completion_tokens);
+// A whole "chat.completion" / "text_completion" response of these choices.
+Json whole_response(const ResponseHeader& h, Endpoint endpoint, Json choices, int64_t prompt_tokens, int64_t completion_tokens);
 
 // `data: <json>\n\n`, with invalid UTF-8 (a token's partial character) replaced.
 std::string sse_event(const Json& j);

@@ -4,8 +4,25 @@
 
 namespace tetra::server {
 
-TextStream::TextStream(const text::Tokenizer& tokenizer, std::vector<std::string> stops, TokenTiming timing)
-    : timing_(std::move(timing)), detokenizer_(tokenizer), stops_(std::move(stops)) {}
+void Doorbell::ring() {
+  std::lock_guard lock(mutex_);
+  ++rings_;
+  rung_.notify_all();
+}
+
+uint64_t Doorbell::rings() const {
+  std::lock_guard lock(mutex_);
+  return rings_;
+}
+
+void Doorbell::wait(uint64_t seen, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  rung_.wait_for(lock, timeout, [&] { return rings_ > seen; });
+}
+
+TextStream::TextStream(const text::Tokenizer& tokenizer, std::vector<std::string> stops, TokenTiming timing,
+                       std::shared_ptr<Doorbell> doorbell)
+    : timing_(std::move(timing)), doorbell_(std::move(doorbell)), detokenizer_(tokenizer), stops_(std::move(stops)) {}
 
 bool TextStream::on_token(const SampledToken& token) {
   const Clock::time_point now = Clock::now();
@@ -19,23 +36,31 @@ bool TextStream::on_token(const SampledToken& token) {
     // An id the tokenizer does not know (a padded vocabulary row) stands for no text.
   }
   const std::string text = stops_.push(piece);
-  std::lock_guard lock(mutex_);
-  pending_.tokens.push_back(token);
-  pending_.text += text;
-  arrived_.notify_all();
-  return !stops_.stopped() && !abandoned_;
+  bool more = false;
+  {
+    std::lock_guard lock(mutex_);
+    pending_.tokens.push_back(token);
+    pending_.text += text;
+    arrived_.notify_all();
+    more = !stops_.stopped() && !abandoned_;
+  }
+  if (doorbell_) doorbell_->ring();
+  return more;
 }
 
 void TextStream::on_finish(FinishReason reason, const std::string& error) {
   // The held text belongs to the output unless a stop string ended it.
   std::string rest;
   if (!stops_.stopped()) rest = stops_.push(detokenizer_.finish()) + stops_.finish();
-  std::lock_guard lock(mutex_);
-  pending_.text += rest;
-  pending_.finished = true;
-  pending_.reason = reason;
-  pending_.error = error;
-  arrived_.notify_all();
+  {
+    std::lock_guard lock(mutex_);
+    pending_.text += rest;
+    pending_.finished = true;
+    pending_.reason = reason;
+    pending_.error = error;
+    arrived_.notify_all();
+  }
+  if (doorbell_) doorbell_->ring();
 }
 
 TextStream::Update TextStream::wait(std::chrono::milliseconds timeout) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -15,6 +16,21 @@
 
 namespace tetra::server {
 
+// Rung by the streams of one request (its n choices) whenever any of them has something new, so
+// that one thread can wait on all of them.
+class Doorbell {
+ public:
+  void ring();
+  uint64_t rings() const;
+  // Waits up to `timeout` for a ring after the `seen`-th.
+  void wait(uint64_t seen, std::chrono::milliseconds timeout) const;
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable rung_;
+  uint64_t rings_ = 0;
+};
+
 class TextStream : public TokenSink {
  public:
   using Clock = std::chrono::steady_clock;
@@ -22,7 +38,8 @@ class TextStream : public TokenSink {
   // (or since the request started, for the first).
   using TokenTiming = std::function<void(bool first, double seconds)>;
 
-  TextStream(const text::Tokenizer& tokenizer, std::vector<std::string> stops, TokenTiming timing = {});
+  TextStream(const text::Tokenizer& tokenizer, std::vector<std::string> stops, TokenTiming timing = {},
+             std::shared_ptr<Doorbell> doorbell = nullptr);
 
   bool on_token(const SampledToken& token) override;
   void on_finish(FinishReason reason, const std::string& error) override;
@@ -42,6 +59,7 @@ class TextStream : public TokenSink {
 
  private:
   TokenTiming timing_;
+  std::shared_ptr<Doorbell> doorbell_;
   text::IncrementalDetokenizer detokenizer_;
   text::StopMatcher stops_;
   Clock::time_point last_ = Clock::now();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The server over loopback with curl: answers, streams, auth, every malformed request class
-# with its status and the parameter named, the body limit, metrics, speculation, and a clean
-# SIGTERM.
+# The server over loopback with curl: answers, streams, n choices, auth, every malformed request
+# class with its status and the parameter named, the body limit, metrics, speculation, and a
+# clean SIGTERM.
 # usage: curl_test.sh TETRA MODEL_DIR
 set -euo pipefail
 tetra=$1 model=$2
@@ -132,6 +132,35 @@ grep -q '^tetra_cache_blocks_in_use 0$' "$work/metrics.txt" || fail "blocks stil
 greedy='{"prompt":"the answer is","max_tokens":16,"temperature":0}'
 expect_status greedy 200 "$(call greedy POST /v1/completions "$(body greedy "$greedy")")"
 
+# --- n choices: choice i of a seeded request is the one-choice answer with seed + i; usage adds
+# the choices' tokens; a stream carries every index and finishes each
+expect_status n3 200 "$(call n3 POST /v1/completions "$(body n3 '{"prompt":"the answer is","max_tokens":6,"temperature":1,"seed":40,"n":3}')")"
+[ "$(json n3 "[c['index'] for c in d['choices']]")" = "[0, 1, 2]" ] || fail "n=3: choice indices $(json n3 "d['choices']")"
+tokens=0
+for i in 0 1 2; do
+  expect_status "one$i" 200 "$(call "one$i" POST /v1/completions "$(body "one$i" "{\"prompt\":\"the answer is\",\"max_tokens\":6,\"temperature\":1,\"seed\":$((40 + i))}")")"
+  python3 -c "import json,sys; sys.exit(json.load(open('$work/one$i.json'))['choices'][0]['text'] != json.load(open('$work/n3.json'))['choices'][$i]['text'])" ||
+    fail "n=3: choice $i is not the answer with seed $((40 + i)) alone"
+  tokens=$((tokens + $(json "one$i" "d['usage']['completion_tokens']")))
+done
+[ "$(json n3 "d['usage']['completion_tokens']")" = "$tokens" ] || fail "n=3: usage $(json n3 "d['usage']"), want $tokens tokens"
+curl -sN "$BASE/v1/chat/completions" -H 'Authorization: Bearer sekret' -H 'Content-Type: application/json' \
+  -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":4,"n":2,"stream":true,"stream_options":{"include_usage":true}}' \
+  >"$work/n2.sse"
+python3 - "$work/n2.sse" <<'PY' || fail "n=2 stream: $(head -c 600 "$work/n2.sse")"
+import json, sys
+events = [l[6:] for l in open(sys.argv[1]).read().splitlines() if l.startswith("data: ")]
+assert events[-1] == "[DONE]", events[-1]
+chunks = [json.loads(e) for e in events[:-1]]
+choices = [c for chunk in chunks for c in chunk["choices"]]
+assert sorted({c["index"] for c in choices}) == [0, 1], choices
+assert sorted(c["index"] for c in choices if c["finish_reason"]) == [0, 1], choices
+assert chunks[-1]["usage"]["completion_tokens"] > 0 and not chunks[-1]["choices"], chunks[-1]
+PY
+expect_status n17 400 "$(call n17 POST /v1/completions "$(body n17 '{"prompt":"x","n":17}')")"
+[ "$(json n17 "d['error']['param']")" = n ] || fail "n=17: param not n"
+expect_status best_of 400 "$(call best_of POST /v1/completions "$(body best_of '{"prompt":"x","n":2,"best_of":3}')")"
+
 grep -Eq "cache pool of [0-9]+ blocks \([0-9.]+ GiB on [a-z]+\): [0-9]+ sequences of [0-9]+ tokens" "$SERVER_LOG" ||
   fail "no cache capacity line at start-up: $(head -3 "$SERVER_LOG")"
 stop_server || fail "clean shutdown"
@@ -170,6 +199,8 @@ sleep 0.3
 expect_status busy 429 "$(call busy POST /v1/completions "$(body busy '{"prompt":"x","max_tokens":5}')" "")"
 [ "$(json busy "d['error']['type']")" = rate_limit_error ] || fail "429 body"
 expect_status pool 400 "$(call pool POST /v1/completions "$(body pool '{"prompt":"x","max_tokens":4000}')" "")"
+# three choices cannot all be admitted (one queued at most): 429, and none of them is left behind
+expect_status busy_n 429 "$(call busy_n POST /v1/completions "$(body busy_n '{"prompt":"x","max_tokens":5,"n":3}')" "")"
 json pool "d['error']['param']" | grep -q max_tokens || fail "too large for the pool: param not max_tokens"
 kill "$first" "$second"
 wait "$first" "$second" 2>/dev/null || true
