@@ -1,5 +1,5 @@
 // tetra serve end to end through the official OpenAI Node SDK, over loopback: chat and
-// completions (whole and streamed), usage, stop strings, logprobs, seeds, reasoning, tools
+// completions (whole and streamed), usage, stop strings, logprobs, seeds, n choices, reasoning, tools
 // (DSML prompt round trip), batching invariance with 32 concurrent streams, and cancellation
 // when a client disconnects mid-stream.
 // usage: node server_e2e.mjs TETRA MODEL_DIR (TETRA_SERVE_ARGS adds serve options, e.g. --device cuda)
@@ -121,6 +121,23 @@ await check('seeds: same seed same text, other seeds differ', async () => {
   assert.equal(a.choices[0].text, b.choices[0].text);
   const others = await Promise.all([12, 13, 14].map((seed) => client.completions.create({ ...params, seed })));
   assert.ok(others.some((o) => o.choices[0].text !== a.choices[0].text));
+});
+
+await check('n choices: seeded choice i is the single request with seed + i, whole and streamed', async () => {
+  const params = { model: 'tiny', messages: user('Pick a word'), max_tokens: 8, temperature: 1.0 };
+  const three = await client.chat.completions.create({ ...params, n: 3, seed: 21 });
+  assert.deepEqual(three.choices.map((c) => c.index), [0, 1, 2]);
+  const singles = await Promise.all([21, 22, 23].map((seed) => client.chat.completions.create({ ...params, seed })));
+  singles.forEach((one, i) => assert.equal(three.choices[i].message.content, one.choices[0].message.content));
+  assert.equal(three.usage.completion_tokens, singles.reduce((sum, one) => sum + one.usage.completion_tokens, 0));
+  const stream = await client.chat.completions.create({ ...params, n: 3, seed: 21, stream: true });
+  const content = ['', '', ''], finish = [null, null, null];
+  for await (const chunk of stream) for (const c of chunk.choices) {
+    content[c.index] += c.delta.content ?? '';
+    if (c.finish_reason) finish[c.index] = c.finish_reason;
+  }
+  assert.deepEqual(content, three.choices.map((c) => c.message.content));
+  assert.ok(finish.every((f) => f !== null), JSON.stringify(finish));
 });
 
 await check('stop strings end the text before them, whole and streamed', async () => {
