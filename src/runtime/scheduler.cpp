@@ -162,12 +162,10 @@ void Scheduler::run() {
   }
 }
 
-void Scheduler::step() {
+Scheduler::StepPlan Scheduler::plan_step() {
   // Decodes first, one token each with its draft; then prefill chunks while the step's token
   // budget lasts (at least one chunk per step, so a long prompt always advances).
-  std::vector<Sequence*> chosen;
-  std::vector<std::vector<int32_t>> tokens;
-  std::vector<int64_t> logit_rows;  // a decode's every row, a prefill chunk's last
+  StepPlan p;
   int64_t budget = options_.step_tokens;
   // A decode step runs as a graph only when every sequence brings as many tokens: where decode
   // steps are graphs, a step of decodes alone takes drafts only when each of them has one.
@@ -177,22 +175,30 @@ void Scheduler::step() {
     for (auto& s : running_) s->drafts.clear();
   for (auto& s : running_) {
     if (!s->decoding()) continue;
-    chosen.push_back(s.get());
-    std::vector<int32_t>& t = tokens.emplace_back(1, s->next_input);
+    p.chosen.push_back(s.get());
+    std::vector<int32_t>& t = p.tokens.emplace_back(1, s->next_input);
     t.insert(t.end(), s->drafts.begin(), s->drafts.end());
-    logit_rows.push_back(int64_t(t.size()));
+    p.logit_rows.push_back(int64_t(t.size()));
     budget -= int64_t(t.size());
   }
   for (auto& s : running_) {
     if (s->decoding()) continue;
     const int64_t n = std::min(options_.prefill_chunk, int64_t(s->request.prompt.size()) - s->prefilled);
-    if (n > budget && !chosen.empty()) continue;
+    if (n > budget && !p.chosen.empty()) continue;
     const auto begin = s->request.prompt.begin() + s->prefilled;
-    chosen.push_back(s.get());
-    tokens.emplace_back(begin, begin + n);
-    logit_rows.push_back(1);
+    p.chosen.push_back(s.get());
+    p.tokens.emplace_back(begin, begin + n);
+    p.logit_rows.push_back(1);
     budget -= n;
   }
+  return p;
+}
+
+void Scheduler::step() {
+  const StepPlan plan = plan_step();
+  const std::vector<Sequence*>& chosen = plan.chosen;
+  const std::vector<std::vector<int32_t>>& tokens = plan.tokens;
+  const std::vector<int64_t>& logit_rows = plan.logit_rows;
 
   Model::StepOutput out;
   std::vector<float> logits;

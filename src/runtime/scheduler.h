@@ -83,9 +83,16 @@ class Scheduler {
 
  private:
   struct Sequence;
+  // A step's sequences, the tokens each brings and how many of its last rows get logits.
+  struct StepPlan {
+    std::vector<Sequence*> chosen;
+    std::vector<std::vector<int32_t>> tokens;
+    std::vector<int64_t> logit_rows;  // a decode's every row, a prefill chunk's last
+  };
   void run();
   void admit_waiting();
   void drop_cancelled();
+  StepPlan plan_step();
   void step();
   // Samples s's rows of a step in order (its input's, then its draft's when the token sampled
   // before equals the draft) and takes a row it did not use back; the rows taken back.
