@@ -71,7 +71,7 @@ int run_generate(const std::vector<std::string>& argv) {
   const Json body = request_body(args);
   const auto model = load_serving_model(args);
   const server::Endpoint endpoint = args.get("prompt") ? server::Endpoint::completions : server::Endpoint::chat;
-  server::RequestLimits limits{"", model->config().max_position_embeddings, model->config().vocab_size, model->end_token_ids()};
+  server::RequestLimits limits{"", model->config().max_position_embeddings, model->config().vocab_size, model->end_token_ids(), nullptr};
   server::OpenAiRequest request;
   try {
     request = server::read_request(endpoint, body, model->tokenizer(), limits);

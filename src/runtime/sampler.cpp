@@ -42,8 +42,9 @@ std::vector<std::pair<int32_t, float>> top_logprobs(std::span<const float> logit
   return out;
 }
 
-Sampler::Sampler(SamplingParams params, std::span<const int32_t> prompt, uint64_t fallback_seed)
-    : params_(std::move(params)), rng_(params_.seed.value_or(fallback_seed)) {
+Sampler::Sampler(SamplingParams params, std::span<const int32_t> prompt, uint64_t fallback_seed,
+                 std::unique_ptr<TokenConstraint> constraint)
+    : params_(std::move(params)), constraint_(std::move(constraint)), rng_(params_.seed.value_or(fallback_seed)) {
   for (int32_t id : prompt) {
     if (size_t(id) >= is_seen_.size()) is_seen_.resize(size_t(id) + 1, false);
     if (!is_seen_[size_t(id)]) {
@@ -95,6 +96,7 @@ int32_t Sampler::draw(const std::vector<float>& logits) {
     const double floor = params_.min_p * probs[0];
     while (kept > 1 && probs[kept - 1] < floor) --kept;
   }
+  while (kept > 1 && probs[kept - 1] == 0) --kept;  // masked tokens (-inf) are never drawn
   const double kept_total = std::accumulate(probs.begin(), probs.begin() + long(kept), 0.0);
   // 53 random bits as a double in [0, 1): the same on every platform, unlike std distributions.
   const double u = double(rng_() >> 11) * 0x1.0p-53 * kept_total;
@@ -114,8 +116,10 @@ SampledToken Sampler::sample(std::span<const float> logits) {
                   " are NaN or infinite)");
   std::vector<float> adjusted(logits.begin(), logits.end());
   apply_penalties(adjusted);
+  if (constraint_) constraint_->mask(adjusted);
   SampledToken out;
   out.id = draw(adjusted);
+  if (constraint_) constraint_->advance(out.id);
   out.logprob = token_logprob(logits, out.id);
   if (params_.top_logprobs > 0) out.top = top_logprobs(logits, params_.top_logprobs);
   ++generated_counts_[out.id];

@@ -1,8 +1,9 @@
 #pragma once
-// Picks each next token of one sequence from its logits: penalties, logit bias, temperature,
-// top-k / top-p / min-p, and a random stream of its own, so the same seed and request give the
-// same tokens whatever else runs in the batch.
+// Picks each next token of one sequence from its logits: penalties, logit bias, a token
+// constraint (JSON mode), temperature, top-k / top-p / min-p, and a random stream of its own,
+// so the same seed and request give the same tokens whatever else runs in the batch.
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <unordered_map>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "runtime/sampling_params.h"
+#include "runtime/token_constraint.h"
 
 namespace tetra {
 
@@ -21,18 +23,24 @@ struct SampledToken {
 
 class Sampler {
  public:
-  // `prompt` feeds the repetition penalty; `fallback_seed` is used when params.seed is unset.
-  Sampler(SamplingParams params, std::span<const int32_t> prompt, uint64_t fallback_seed);
+  // `prompt` feeds the repetition penalty; `fallback_seed` is used when params.seed is unset;
+  // `constraint` (may be null) masks the logits after the penalties and bias.
+  Sampler(SamplingParams params, std::span<const int32_t> prompt, uint64_t fallback_seed,
+          std::unique_ptr<TokenConstraint> constraint = nullptr);
 
-  // Chooses the next token and remembers it for the penalties; logits that are not all finite
-  // are a runtime error (no token comes from garbage).
+  // Chooses the next token and remembers it for the penalties and the constraint; logits that
+  // are not all finite are a runtime error (no token comes from garbage).
   SampledToken sample(std::span<const float> logits);
+
+  // Whether the constraint says the output is finished (never without one).
+  bool constraint_complete() const { return constraint_ && constraint_->complete(); }
 
  private:
   void apply_penalties(std::vector<float>& logits) const;
   int32_t draw(const std::vector<float>& logits);
 
   SamplingParams params_;
+  std::unique_ptr<TokenConstraint> constraint_;
   std::mt19937_64 rng_;
   std::unordered_map<int32_t, int64_t> generated_counts_;
   std::vector<int32_t> seen_;  // prompt and generated ids, distinct (repetition penalty)

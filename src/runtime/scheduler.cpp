@@ -65,11 +65,12 @@ Scheduler::Submitted Scheduler::submit(GenerationRequest request, std::shared_pt
   NgramIndex ngrams;  // indexed outside the lock: a long prompt takes a while
   if (options_.speculation == SpeculativeMethod::ngram)
     for (const int32_t t : request.prompt) ngrams.append(t);
+  std::unique_ptr<TokenConstraint> constraint = request.constraint ? request.constraint() : nullptr;
   std::unique_lock lock(mutex_);
   if (int64_t(waiting_.size()) >= options_.max_queued) return {Admission::queue_full};
   const uint64_t id = next_id_++;
   const uint64_t fallback_seed = (uint64_t(entropy_()) << 32) ^ entropy_();
-  Sampler sampler(request.sampling, request.prompt, fallback_seed);
+  Sampler sampler(request.sampling, request.prompt, fallback_seed, std::move(constraint));
   auto sequence = std::unique_ptr<Sequence>(
       new Sequence{id, std::move(request), std::move(sink), std::move(sampler), blocks, model_.new_sequence()});
   sequence->ngrams = std::move(ngrams);
@@ -265,7 +266,7 @@ int64_t Scheduler::sample_rows(Sequence& s, std::span<const float> logits, int64
     }
     ++s.generated;
     if (options_.speculation == SpeculativeMethod::ngram) s.ngrams.append(t.id);
-    if (!s.sink->on_token(t)) {
+    if (!s.sink->on_token(t) || s.sampler.constraint_complete()) {
       finish(s, FinishReason::stop, "");
     } else if (s.generated >= s.request.max_tokens) {
       finish(s, FinishReason::length, "");

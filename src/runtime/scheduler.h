@@ -22,6 +22,7 @@
 #include "runtime/cache_blocks.h"
 #include "runtime/sampler.h"
 #include "runtime/speculation.h"
+#include "runtime/token_constraint.h"
 
 namespace tetra {
 
@@ -30,6 +31,7 @@ struct GenerationRequest {
   SamplingParams sampling;
   int64_t max_tokens = 16;
   std::vector<int32_t> stop_token_ids;  // end the sequence without being reported (e.g. EOS)
+  MakeTokenConstraint constraint;       // none: any token; the sequence stops when it is complete
 };
 
 enum class FinishReason { stop, length, cancelled, error };

@@ -43,6 +43,7 @@ OpenAiServer::OpenAiServer(ServingModel& model, Scheduler& scheduler, ServerOpti
   limits_.context_length = model_.config().max_position_embeddings;
   limits_.vocab_size = model_.config().vocab_size;
   limits_.end_token_ids = model_.end_token_ids();
+  limits_.json_masks = text::JsonTokenMasks::of_tokenizer(model_.tokenizer(), limits_.end_token_ids);
   route();
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "text/json_object_constraint.h"
 
 namespace tetra::server {
 namespace {
@@ -36,6 +37,17 @@ bool boolean(const Json& body, const char* key, bool fallback) {
   if (!present(body, key)) return fallback;
   if (!body[key].is_boolean()) bad_parameter(key, cat("'", key, "' must be true or false, got ", body[key].dump()));
   return body[key].get<bool>();
+}
+
+// Whether the answer must be a JSON object. Ignoring a requested format would answer something
+// else than what was asked, so the formats not supported are refused.
+bool json_mode(const Json& body) {
+  if (!present(body, "response_format")) return false;
+  const Json& f = body["response_format"];
+  if (!f.is_object() || !f.contains("type") || (f["type"] != "text" && f["type"] != "json_object"))
+    bad_parameter("response_format",
+                  "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"} (json_schema is not supported)");
+  return f["type"] == "json_object";
 }
 
 std::vector<std::string> stop_strings(const Json& body) {
@@ -208,11 +220,7 @@ OpenAiRequest read_request(Endpoint endpoint, const nlohmann::ordered_json& body
   r.n = integer(body, "n", 1, 1, kMaxChoices);
   if (integer(body, "best_of", r.n, 1, kMaxChoices) != r.n)
     bad_parameter("best_of", "'best_of' other than 'n' is not supported (no choices are generated to be dropped)");
-  // Ignoring a requested format would answer something else than what was asked.
-  if (present(body, "response_format") &&
-      (!body["response_format"].is_object() || !body["response_format"].contains("type") ||
-       body["response_format"]["type"] != "text"))
-    bad_parameter("response_format", "'response_format' other than {\"type\": \"text\"} is not supported");
+  const bool json_object = json_mode(body);
   r.stream = boolean(body, "stream", false);
   if (present(body, "stream_options")) {
     const Json& o = body["stream_options"];
@@ -229,6 +237,8 @@ OpenAiRequest read_request(Endpoint endpoint, const nlohmann::ordered_json& body
   if (endpoint == Endpoint::chat) {
     const text::ChatOptions options = chat_options(body);
     r.thinking_mode = options.thinking_mode;
+    if (json_object && r.thinking_mode == text::ThinkingMode::thinking)  // the reasoning would be held to JSON too
+      bad_parameter("response_format", "'response_format' {\"type\": \"json_object\"} is not supported with thinking");
     r.logprobs = boolean(body, "logprobs", false);
     g.sampling.top_logprobs = integer(body, "top_logprobs", 0, 0, 20);
     if (g.sampling.top_logprobs > 0 && !r.logprobs)
@@ -248,6 +258,10 @@ OpenAiRequest read_request(Endpoint endpoint, const nlohmann::ordered_json& body
     g.sampling.top_logprobs = integer(body, "logprobs", 0, 0, 20);
     r.logprobs = present(body, "logprobs");
     g.prompt = completion_prompt(body, tokenizer, limits.vocab_size);
+  }
+  if (json_object) {
+    auto masks = limits.json_masks ? limits.json_masks : text::JsonTokenMasks::of_tokenizer(tokenizer, limits.end_token_ids);
+    g.constraint = [masks] { return std::make_unique<text::JsonObjectConstraint>(masks); };
   }
   const int64_t prompt_tokens = int64_t(g.prompt.size());
   if (prompt_tokens == 0) bad_parameter(prompt_param, cat("'", prompt_param, "' encodes to no tokens"));

@@ -2,11 +2,13 @@
 // Reads and validates the body of POST /v1/chat/completions and /v1/completions into a
 // generation request: every problem is an ApiError (400) naming the parameter.
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/scheduler.h"
 #include "text/chat_encoding.h"
+#include "text/json_token_masks.h"
 #include "text/tokenizer.h"
 
 namespace tetra::server {
@@ -18,6 +20,9 @@ struct RequestLimits {
   int64_t context_length = 0;  // prompt + max_tokens
   int64_t vocab_size = 0;
   std::vector<int32_t> end_token_ids;  // tokens that end a turn (EOS)
+  // The vocabulary's masks for JSON mode, shared by the server's requests (their cache too);
+  // null: made from the tokenizer for the request.
+  std::shared_ptr<text::JsonTokenMasks> json_masks;
 };
 
 // The most choices ("n") one request may ask for: each is a sequence of its own.

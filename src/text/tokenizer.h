@@ -39,6 +39,10 @@ class Tokenizer {
   // The bytes token `id` stands for when decoded (possibly part of a UTF-8 character).
   const std::string& token_bytes(TokenId id) const;
 
+  // Whether `id` is a token of the file (vocabularies may leave ids unused).
+  bool has_token(TokenId id) const { return id < known_.size() && known_[id]; }
+  const std::vector<AddedToken>& added_tokens() const { return added_.tokens(); }
+
   std::optional<TokenId> token_id(std::string_view token) const;
   size_t vocab_size() const { return decoded_.size(); }
   std::optional<TokenId> bos_id() const { return bos_id_; }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -122,6 +123,48 @@ TEST(Sampler, LogprobsAreTheRawLogSoftmax) {
   EXPECT_EQ(t.top[0].first, 1);
   EXPECT_EQ(t.top[1].first, 2);
   EXPECT_NEAR(t.top[0].second, 3.0 - std::log(z), 1e-5);
+}
+
+// Allows the tokens of `allowed` (the bias has run before it) and records what it is told.
+class AllowOnly : public TokenConstraint {
+ public:
+  AllowOnly(std::vector<int32_t> allowed, std::vector<int32_t>& taken) : allowed_(std::move(allowed)), taken_(taken) {}
+  void mask(std::span<float> logits) override {
+    EXPECT_EQ(logits[4], kLogits[4] + 10.0f);
+    for (size_t id = 0; id < logits.size(); ++id)
+      if (std::find(allowed_.begin(), allowed_.end(), int32_t(id)) == allowed_.end()) logits[id] = -INFINITY;
+  }
+  void advance(int32_t token) override { taken_.push_back(token); }
+  bool complete() const override { return taken_.size() >= 3; }
+
+ private:
+  std::vector<int32_t> allowed_;
+  std::vector<int32_t>& taken_;
+};
+
+// Masked tokens are never drawn at any temperature or truncation; the logprobs stay the model's.
+TEST(Sampler, AConstraintMasksAfterTheBiasAndLearnsEachToken) {
+  for (const double temperature : {0.0, 0.7, 2.0})
+    for (const int64_t top_k : {0, 5}) {
+      SamplingParams p;
+      p.temperature = temperature;
+      p.top_k = top_k;
+      p.logit_bias = {{4, 10.0f}};
+      std::vector<int32_t> taken;
+      Sampler s(p, {}, 3, std::make_unique<AllowOnly>(std::vector<int32_t>{0, 3}, taken));
+      std::vector<int32_t> drawn;
+      while (!s.constraint_complete()) {
+        const SampledToken t = s.sample(kLogits);
+        EXPECT_TRUE(t.id == 0 || t.id == 3) << t.id;
+        EXPECT_NEAR(t.logprob, token_logprob(kLogits, t.id), 1e-6);
+        drawn.push_back(t.id);
+      }
+      EXPECT_EQ(drawn, taken);
+      if (temperature == 0) {
+        EXPECT_EQ(drawn, (std::vector<int32_t>{0, 0, 0}));
+      }
+    }
+  EXPECT_FALSE(Sampler(SamplingParams{}, {}, 1).constraint_complete());
 }
 
 }  // namespace

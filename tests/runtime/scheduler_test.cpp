@@ -169,6 +169,43 @@ TEST_F(SchedulerTest, SinkCanStopASequence) {
   EXPECT_EQ(sink->count(), 4u);
 }
 
+// Complete after `length` tokens, whatever they are.
+class CompleteAfter : public TokenConstraint {
+ public:
+  explicit CompleteAfter(size_t length) : left_(length) {}
+  void mask(std::span<float>) override {}
+  void advance(int32_t) override { --left_; }
+  bool complete() const override { return left_ == 0; }
+
+ private:
+  size_t left_;
+};
+
+// The token that completes the constraint is reported and ends the sequence: with speculation
+// too, where it can be the first of a step's two tokens.
+TEST_F(SchedulerTest, ACompleteConstraintStopsTheSequence) {
+  for (const auto method : {SpeculativeMethod::off, SpeculativeMethod::ngram, SpeculativeMethod::mtp}) {
+    SchedulerOptions o;
+    o.speculation = method;
+    auto s = make(100000, o);
+    std::vector<int32_t> unconstrained;
+    for (const size_t length : {size_t(1), size_t(5), size_t(9)}) {
+      GenerationRequest r = request(3, 12, 100);
+      r.constraint = [length] { return std::make_unique<CompleteAfter>(length); };
+      auto sink = std::make_shared<Collector>();
+      ASSERT_EQ(s->submit(r, sink).admission, Scheduler::Admission::accepted);
+      EXPECT_EQ(sink->wait(), FinishReason::stop);
+      EXPECT_EQ(sink->count(), length);
+      if (length == 9) unconstrained = sink->tokens();
+    }
+    auto sink = std::make_shared<Collector>();
+    s->submit(request(3, 12, 9), sink);
+    EXPECT_EQ(sink->wait(), FinishReason::length);
+    EXPECT_EQ(sink->tokens(), unconstrained);
+    EXPECT_EQ(s->stats().blocks_in_use, 0);
+  }
+}
+
 TEST_F(SchedulerTest, AdmissionQueuesThenRefuses) {
   SchedulerOptions o;
   o.max_queued = 1;

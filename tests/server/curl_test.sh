@@ -92,7 +92,8 @@ expect_error number_overflow 400 JSON '{"messages":[{"role":"user","content":"x"
 deep=$(python3 -c "print('[' * 30000 + ']' * 30000)")
 expect_error deep_nesting 400 JSON "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":$deep}"
 # Asked for and not done is refused, not ignored; max_tokens is checked beside max_completion_tokens.
-expect_error response_format 400 response_format '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}'
+expect_error response_format 400 response_format '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{}}}}'
+expect_error json_thinking 400 response_format '{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"high","response_format":{"type":"json_object"}}'
 expect_error response_format_type 400 response_format '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":5}}'
 expect_error best_of 400 best_of '{"messages":[{"role":"user","content":"x"}],"best_of":2}'
 expect_error max_tokens_beside 400 max_tokens '{"messages":[{"role":"user","content":"x"}],"max_tokens":-5,"max_completion_tokens":3}'
@@ -160,6 +161,37 @@ PY
 expect_status n17 400 "$(call n17 POST /v1/completions "$(body n17 '{"prompt":"x","n":17}')")"
 [ "$(json n17 "d['error']['param']")" = n ] || fail "n=17: param not n"
 expect_status best_of 400 "$(call best_of POST /v1/completions "$(body best_of '{"prompt":"x","n":2,"best_of":3}')")"
+
+# --- JSON mode: an object, and the sequence stops where it closes; cut a token short by
+# max_tokens, the text is the start of that object. Bias toward '"' (34) and '}' (125) lets the
+# tiny random model close its strings and objects within the budget.
+for seed in 1 2 3 4; do
+  req="\"prompt\":\"the answer is\",\"response_format\":{\"type\":\"json_object\"},\"temperature\":1,\"seed\":$seed,\"logit_bias\":{\"34\":4,\"125\":1}"
+  expect_status "json$seed" 200 "$(call "json$seed" POST /v1/completions "$(body "json$seed" "{$req,\"max_tokens\":300}")")"
+  cut=$(($(json "json$seed" "d['usage']['completion_tokens']") - 1))
+  expect_status "json_cut$seed" 200 "$(call "json_cut$seed" POST /v1/completions "$(body "json_cut$seed" "{$req,\"max_tokens\":$cut}")")"
+  python3 - "$work/json$seed.json" "$work/json_cut$seed.json" <<'PY' || fail "json_object, seed $seed: $(head -c 600 "$work/json$seed.json")"
+import json, sys
+whole, cut = (json.load(open(f))["choices"][0] for f in sys.argv[1:])
+assert whole["finish_reason"] == "stop", whole
+assert isinstance(json.loads(whole["text"]), dict), whole["text"]
+assert cut["finish_reason"] == "length" and whole["text"].startswith(cut["text"]) and cut["text"] != whole["text"], (cut, whole)
+PY
+done
+chat_json='{"messages":[{"role":"user","content":"Answer in JSON"}],"response_format":{"type":"json_object"},"temperature":1,"seed":5,"max_tokens":300,"logit_bias":{"34":4,"125":1}'
+expect_status json_chat 200 "$(call json_chat POST /v1/chat/completions "$(body json_chat "$chat_json}")")"
+curl -sN "$BASE/v1/chat/completions" -H 'Authorization: Bearer sekret' -H 'Content-Type: application/json' \
+  -d "$chat_json,\"stream\":true}" >"$work/json_chat.sse"
+python3 - "$work/json_chat.json" "$work/json_chat.sse" <<'PY' || fail "json_object chat: $(head -c 600 "$work/json_chat.json")"
+import json, sys
+whole = json.load(open(sys.argv[1]))["choices"][0]
+assert whole["finish_reason"] == "stop", whole
+assert isinstance(json.loads(whole["message"]["content"]), dict), whole
+events = [json.loads(l[6:]) for l in open(sys.argv[2]).read().splitlines() if l.startswith("data: {")]
+streamed = "".join(c["delta"].get("content") or "" for e in events for c in e["choices"])
+assert streamed == whole["message"]["content"], (streamed, whole)
+assert [c["finish_reason"] for e in events for c in e["choices"] if c["finish_reason"]] == ["stop"], events[-2:]
+PY
 
 grep -Eq "cache pool of [0-9]+ blocks \([0-9.]+ GiB on [a-z]+\): [0-9]+ sequences of [0-9]+ tokens" "$SERVER_LOG" ||
   fail "no cache capacity line at start-up: $(head -3 "$SERVER_LOG")"
