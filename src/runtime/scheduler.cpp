@@ -1,6 +1,7 @@
 #include "runtime/scheduler.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #if defined(__GLIBC__)
@@ -32,7 +33,7 @@ struct Scheduler::Sequence {
   int64_t prefilled = 0;  // prompt tokens already through the model
   int64_t generated = 0;
   int32_t next_input = -1;      // the last sampled token, input of the next decode step
-  std::vector<int32_t> drafts{};  // of the token after next_input, fed beside it (none or one)
+  std::optional<int32_t> draft{};  // of the token after next_input, fed beside it
   NgramIndex ngrams{};  // of the prompt and generated tokens (n-gram drafts)
   bool finished = false;
 
@@ -171,14 +172,14 @@ Scheduler::StepPlan Scheduler::plan_step() {
   // A decode step runs as a graph only when every sequence brings as many tokens: where decode
   // steps are graphs, a step of decodes alone takes drafts only when each of them has one.
   const bool prefilling = std::any_of(running_.begin(), running_.end(), [](const auto& s) { return !s->decoding(); });
-  const auto has_draft = [](const auto& s) { return !s->decoding() || !s->drafts.empty(); };
+  const auto has_draft = [](const auto& s) { return !s->decoding() || s->draft.has_value(); };
   if (model_.decode_graphs() && !prefilling && !std::all_of(running_.begin(), running_.end(), has_draft))
-    for (auto& s : running_) s->drafts.clear();
+    for (auto& s : running_) s->draft.reset();
   for (auto& s : running_) {
     if (!s->decoding()) continue;
     p.chosen.push_back(s.get());
     std::vector<int32_t>& t = p.tokens.emplace_back(1, s->next_input);
-    t.insert(t.end(), s->drafts.begin(), s->drafts.end());
+    if (s->draft) t.push_back(*s->draft);
     p.logit_rows.push_back(int64_t(t.size()));
     budget -= int64_t(t.size());
   }
@@ -243,12 +244,12 @@ void Scheduler::step() {
   if (options_.speculation == SpeculativeMethod::ngram)
     for (Sequence* s : chosen)
       if (!s->finished && s->decoding() && s->request.max_tokens - s->generated >= 2)  // room for the draft's token
-        if (const auto d = s->ngrams.draft()) s->drafts = {*d};
+        s->draft = s->ngrams.draft();
 }
 
 int64_t Scheduler::sample_rows(Sequence& s, std::span<const float> logits, int64_t vocab) {
-  const std::vector<int32_t> drafts = std::exchange(s.drafts, {});
-  const int64_t rows = int64_t(drafts.size()) + 1;
+  const std::optional<int32_t> draft = std::exchange(s.draft, std::nullopt);
+  const int64_t rows = draft ? 2 : 1;
   int64_t used = 0, accepted = 0;
   while (used < rows && !s.finished) {
     const int64_t row = used++;
@@ -274,10 +275,10 @@ int64_t Scheduler::sample_rows(Sequence& s, std::span<const float> logits, int64
       s.next_input = t.id;
     }
     // the next row was fed the draft: it holds the logits after t only if they agree
-    if (row >= int64_t(drafts.size()) || t.id != drafts[size_t(row)]) break;
+    if (row > 0 || !draft || t.id != *draft) break;
     ++accepted;
   }
-  draft_tokens_ += int64_t(drafts.size());
+  draft_tokens_ += rows - 1;
   accepted_draft_tokens_ += accepted;
   const int64_t rejected = rows - used;
   if (!s.finished && rejected > 0) model_.drop_last_token(s.state);
@@ -315,7 +316,7 @@ void Scheduler::draft_with_mtp(const std::vector<Sequence*>& stepped, const std:
     Sequence& s = *drafting[i];
     if (!s.decoding() || s.request.max_tokens - s.generated < 2) continue;  // no room for a draft's token
     const auto row = logits.begin() + std::ptrdiff_t(i * vocab);
-    s.drafts = {int32_t(std::max_element(row, row + std::ptrdiff_t(vocab)) - row)};
+    s.draft = int32_t(std::max_element(row, row + std::ptrdiff_t(vocab)) - row);
   }
 }
 
