@@ -98,6 +98,15 @@ Tensor Backend::rope_indexer_query(const Tensor& q, const Tensor& positions, con
   return indexer_query(rotated, t, head_dim);
 }
 
+Tensor Backend::expert_slots(const Tensor&, const Routing&, const std::vector<Tensor>&, const std::vector<Tensor>&,
+                             const std::vector<Tensor>&, double, RowRuns) {
+  runtime_error("the ", name(), " backend does not split the routed experts over ranks (expert parallelism)");
+}
+
+Tensor Backend::combine_slots(const Tensor&, const Routing&) {
+  runtime_error("the ", name(), " backend does not split the routed experts over ranks (expert parallelism)");
+}
+
 void Backend::copy_into(const Tensor& dst, const Tensor& src) {
   const int64_t bytes = src.numel() * elem_bytes(src.type());
   if (bytes != dst.numel() * elem_bytes(dst.type())) runtime_error(name(), " backend copy_into: sizes differ");

@@ -169,6 +169,15 @@ class Backend {
                         const ModelConfig& c) = 0;
   virtual Tensor experts(const Tensor& x, const Routing& r, const std::vector<Tensor>& w1,
                          const std::vector<Tensor>& w2, const std::vector<Tensor>& w3, double limit, RowRuns runs = {}) = 0;
+  // experts() in two halves, for ranks that each hold some of the experts (expert parallelism):
+  // expert_slots gives every (row, slot) its expert's output, [n·k, dim] (row t·k + j), zeros
+  // where that expert's weights are empty (another rank holds them); combine_slots adds each
+  // row's slots times their weights in slot order: what experts() gives, bit for bit. The
+  // defaults say this backend does not split experts.
+  virtual Tensor expert_slots(const Tensor& x, const Routing& r, const std::vector<Tensor>& w1,
+                              const std::vector<Tensor>& w2, const std::vector<Tensor>& w3, double limit,
+                              RowRuns runs = {});
+  virtual Tensor combine_slots(const Tensor& slots, const Routing& r);
 
   // ---- attention over the paged per-sequence state
   // Copies rows [n, row_bytes] of a step into `dst` as `at` and `place` say (row_bytes = dst.row_bytes).

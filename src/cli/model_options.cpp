@@ -10,7 +10,7 @@ namespace tetra {
 
 std::set<std::string> model_option_names() {
   return {"model",       "device",      "kv-cache-dtype", "indexer-cache-dtype", "cache-blocks", "cache-memory-fraction",
-          "max-running", "max-queued", "prefill-chunk", "speculative"};
+          "max-running", "max-queued", "prefill-chunk", "speculative", "expert-parallel"};
 }
 
 SpeculativeMethod speculation_option(const Args& args) { return parse_speculative_method(args.get_or("speculative", "off")); }
@@ -28,13 +28,18 @@ int64_t positive_integer_option(const Args& args, const std::string& name, int64
 }
 
 std::unique_ptr<server::ServingModel> load_serving_model(const Args& args) {
-  speculation_option(args);  // a mistyped option fails now, not after minutes of loading
+  // mistyped options fail now, not after minutes of loading
+  const SpeculativeMethod speculation = speculation_option(args);
+  const int64_t ranks = positive_integer_option(args, "expert-parallel", 1);
+  if (ranks > 64) usage_error("--expert-parallel ", ranks, ": at most 64 ranks");
+  if (ranks > 1 && speculation == SpeculativeMethod::mtp)
+    usage_error("--speculative mtp is not built for --expert-parallel yet; --speculative ngram works with it");
   const std::string dir = args.get_or("model", server::kDemoModelDir);
   if (!std::filesystem::is_directory(dir))
     model_error(dir, ": no such model directory", args.get("model") ? "" : " (the demo model; pass --model DIR for another)");
   const CacheTypes caches{parse_kv_cache_dtype(args.get_or("kv-cache-dtype", "fp8")),
                           parse_indexer_cache_dtype(args.get_or("indexer-cache-dtype", "fp4"))};
-  return std::make_unique<server::ServingModel>(dir, args.get_or("device", "cpu"), caches);
+  return std::make_unique<server::ServingModel>(dir, args.get_or("device", "cpu"), caches, int(ranks));
 }
 
 namespace {
@@ -65,7 +70,7 @@ std::unique_ptr<Scheduler> make_scheduler(const Args& args, server::ServingModel
   const int64_t blocks =
       args.get("cache-blocks")
           ? positive_integer_option(args, "cache-blocks", 1)
-          : blocks_for_memory(geometry, double(model.backend().free_memory_bytes()) * memory_fraction_option(args, model));
+          : blocks_for_memory(geometry, double(model.free_memory_bytes_per_rank()) * memory_fraction_option(args, model));
   // A GPU takes its cache pool now, from the memory it was sized by; the CPU's grows with use,
   // as the host's memory is shared with everything else.
   if (model.backend().name() != "cpu") model.model().reserve_cache(blocks);

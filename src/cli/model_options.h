@@ -14,7 +14,8 @@ namespace tetra {
 // The valued options read by the functions below.
 std::set<std::string> model_option_names();
 
-// --model DIR (default: the demo model), --device, --kv-cache-dtype, --indexer-cache-dtype.
+// --model DIR (default: the demo model), --device, --kv-cache-dtype, --indexer-cache-dtype,
+// --expert-parallel N (the routed experts split over N backends of the device; default 1).
 std::unique_ptr<server::ServingModel> load_serving_model(const Args& args);
 
 // --speculative off|mtp|ngram (default off).

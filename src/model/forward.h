@@ -3,45 +3,32 @@
 // step takes any number of new tokens per sequence (prefill chunks and single decode tokens
 // alike) and continues each sequence from its SequenceState, whose attention state lives in the
 // model's paged cache. Decode steps (one token per sequence) run as graphs recorded once per
-// batch-size bucket where the backend records graphs.
+// batch-size bucket where the backend records graphs. The model runs on one backend, or on
+// several that split the routed experts between them (expert parallelism, model/replica.h):
+// every backend runs the step, each on its own thread, and the first gives the logits.
 #include <functional>
-#include <map>
 #include <memory>
-#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
 #include "model/config.h"
 #include "model/kv_layout.h"
 #include "model/paged_layout.h"
+#include "model/replica.h"
 #include "model/weights.h"
 #include "runtime/sequence_state.h"
 
 namespace tetra {
 
-// Which rows of a step get logits: every new token's (perplexity, logit dumps), or the last few
-// of each sequence: its last token's (generation: a prefill chunk of 8192 tokens would otherwise
-// run the head, a vocab × dim f32 matrix, 8192 times to sample once), or a speculative step's
-// input and drafts.
-struct LogitRows {
-  static LogitRows every_token() { return {}; }
-  static LogitRows last_of_each_sequence() { return {false, {}}; }
-  // Sequence i's last counts[i] rows (1 to its token count).
-  static LogitRows last(std::vector<int64_t> counts) { return {false, std::move(counts)}; }
-
-  bool every = true;
-  std::vector<int64_t> counts;  // when !every, per sequence; empty: one each
-};
-
-struct CacheTypes {
-  KvCacheDtype kv = KvCacheDtype::fp8;
-  IndexerCacheDtype indexer = IndexerCacheDtype::fp4;
-};
-
 class Model {
  public:
   // Loads every weight into the backend (the CPU backend dequantizes exactly).
-  Model(const ModelConfig& config, const ModelWeights& weights, Backend& backend, CacheTypes caches);
+  Model(const ModelConfig& config, const ModelWeights& weights, Backend& backend, CacheTypes caches)
+      : Model(config, weights, std::vector<Backend*>{&backend}, caches) {}
+  // Expert parallelism over these backends, one rank each: each holds every weight but the
+  // routed experts, of which rank r holds the r-th of as many consecutive ranges (ExpertShard).
+  // The results are those of one backend holding every expert, bit for bit.
+  Model(const ModelConfig& config, const ModelWeights& weights, std::vector<Backend*> backends, CacheTypes caches);
   ~Model();
 
   SequenceState new_sequence() const;
@@ -65,17 +52,14 @@ class Model {
   // Called in every step (eager while set: a recorded graph cannot call the host) with each main
   // layer's routing, experts [rows, k] i32: what a benchmark counts to price a step by the experts
   // its tokens touched. An empty function clears it.
-  using RoutingObserver = std::function<void(int64_t layer, const Tensor& experts)>;
-  void observe_routing(RoutingObserver observer) { routing_observer_ = std::move(observer); }
+  using RoutingObserver = tetra::RoutingObserver;
+  void observe_routing(RoutingObserver observer) { replicas_.front()->observe_routing(std::move(observer)); }
   // Replaces main layer `layer`'s router bias (a score-routed layer's, n_routed_experts values):
   // what a synthetic model's calibration toward balanced loads sets, as training does.
   void set_router_bias(int64_t layer, const std::vector<float>& bias);
   bool has_router_bias(int64_t layer) const;
 
-  struct StepOutput {
-    Tensor logits;  // [total new tokens, vocab], sequences in order; [sequences, vocab] for last_of_each_sequence
-    Tensor hidden;  // [total new tokens, hc·dim]: the last layer's streams (the MTP input)
-  };
+  using StepOutput = tetra::StepOutput;  // the first backend's
   // tokens[i] (non-empty) continue sequences[i]; token ids are checked against the vocab.
   StepOutput step(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
                   const LogitRows& logit_rows = LogitRows::every_token());
@@ -88,61 +72,41 @@ class Model {
 
   // MTP block k, right after step(): `hidden` is that step's output and next[i] the tokens that
   // follow each of its tokens; gives the logits of the token after those, continuing the
-  // block's own attention state in `sequences`.
+  // block's own attention state in `sequences`. One backend only (not yet under expert
+  // parallelism: the other ranks' streams are not kept).
   Tensor mtp_logits(int64_t k, const std::vector<SequenceState*>& sequences, const Tensor& hidden,
                     const std::vector<std::vector<int32_t>>& next, const LogitRows& logit_rows = LogitRows::every_token());
-  bool has_mtp() const { return !mtp_.empty(); }
+  bool has_mtp() const { return has_mtp_; }
+  // The backends the model runs on (more than one under expert parallelism).
+  int64_t ranks() const { return int64_t(replicas_.size()); }
 
   const ModelConfig& config() const { return config_; }
 
  private:
-  struct Block;
-  struct Batch;
-  struct DecodeGraph;
-  StepOutput forward(const Batch& batch, const LogitRows& logit_rows);
-  StepOutput decode_with_graph(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
-                               int64_t per_sequence);
-  // The streams h entering block b, with b's attention pre mix of them.
-  Streams entering(const Block& b, Tensor h);
-  // Block b from streams s: the streams after it, with next's attention pre mix of them when next
-  // is set (every post update runs with the pre mix that follows it, one backend op).
-  Streams block_forward(const Block& b, int64_t layer, const Streams& s, const Block* next, const Batch& batch);
-  Tensor attention(const Block& b, int64_t layer, const Tensor& x, const Batch& batch);
-  // The MoE's output: the routed experts' sum and the shared experts' (empty without them), which
-  // the post update adds.
-  struct MoeOutput {
-    Tensor routed, shared;
-  };
-  MoeOutput moe(const Block& b, int64_t layer, const Tensor& x, const Batch& batch);
-  // The logits of the rows `logit_rows` picks from streams h, whose rows are `batch`'s.
-  Tensor head_logits(const Tensor& h, const Tensor& fn, const Tensor& base, const Tensor& scale, const Tensor& norm,
-                     const Batch& batch, const LogitRows& logit_rows);
+  // Runs work(r) for every replica r, each on its own thread (the first on the caller's), and
+  // rethrows the first failure once all have returned.
+  void each_replica(const std::function<void(size_t)>& work);
   // Checks a step's tokens and gives every sequence room for them in layers [begin, end).
   void prepare(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
                bool already_counted, int64_t begin, int64_t end);
-  // The i32 inputs of a step in one buffer (layout: batch_views), padded to `rows` rows;
-  // already_counted: the tokens are already in the lengths (MTP).
+  // The i32 inputs of a step in one buffer (layout: ModelReplica::batch_views), padded to
+  // `rows` rows; already_counted: the tokens are already in the lengths (MTP).
   std::vector<int32_t> step_inputs(const std::vector<SequenceState*>& sequences,
                                    const std::vector<std::vector<int32_t>>& tokens, bool already_counted,
                                    int64_t rows) const;
-  // The step's views of its uploaded inputs; tokens: its sequences' tokens (rows beyond them
-  // are padding).
-  Batch batch_views(const Tensor& inputs, const std::vector<std::vector<int32_t>>& tokens, int64_t rows) const;
+  // The same step on every replica, eagerly (`inputs` for `rows` rows).
+  StepOutput run_eagerly(const std::vector<int32_t>& inputs, const std::vector<std::vector<int32_t>>& tokens,
+                         int64_t rows, const LogitRows& logit_rows);
 
   ModelConfig config_;
-  Backend& be_;
   CacheTypes caches_;
   std::shared_ptr<PagedCache> cache_;
-  std::vector<int64_t> ratios_;  // the distinct compress ratios of the main layers
+  std::vector<int64_t> ratios_;  // distinct_compress_ratios
+  bool has_mtp_ = false;
   bool decode_graphs_ = true;
-  RoutingObserver routing_observer_;
-  bool warm_ = false;  // a first eager step has done the backend's one-time setup
-  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<DecodeGraph>> graphs_;  // by (rows per sequence, bucket)
-  Tensor embed_, head_, norm_, hc_head_fn_, hc_head_base_, hc_head_scale_;
-  Tensor inv_freq_main_, inv_freq_compressed_;
-  std::vector<std::unique_ptr<Block>> blocks_;  // main layers, then MTP blocks
-  struct MtpExtras;
-  std::vector<std::unique_ptr<MtpExtras>> mtp_;
+  bool warm_ = false;  // a first eager step has done the backends' one-time setup
+  std::unique_ptr<CommGroup> group_;  // with more than one replica
+  std::vector<std::unique_ptr<ModelReplica>> replicas_;
 };
 
 // Model::observe_routing for a scope: the observer is cleared when the scope ends (an exception too).

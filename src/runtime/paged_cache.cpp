@@ -6,8 +6,15 @@
 
 namespace tetra {
 
-PagedCache::PagedCache(Backend& backend, PagedLayout layout)
-    : be_(backend), layout_(std::move(layout)), capacity_(layout_.streams().size(), 0), offset_(layout_.streams().size(), 0) {}
+PagedCache::PagedCache(std::vector<Backend*> backends, PagedLayout layout)
+    : backends_(std::move(backends)),
+      layout_(std::move(layout)),
+      pools_(backends_.size()),
+      tables_(backends_.size()),
+      capacity_(layout_.streams().size(), 0),
+      offset_(layout_.streams().size(), 0) {
+  if (backends_.empty()) runtime_error("a paged cache needs a backend");
+}
 
 int32_t PagedCache::acquire_slot() {
   std::lock_guard lock(mutex_);
@@ -46,14 +53,14 @@ void PagedCache::reserve(int32_t slot, int64_t stream, int64_t rows) {
   }
   const int64_t at = slot * width_ + offset_[size_t(stream)] + held;
   std::copy(taken.begin(), taken.end(), host_tables_.begin() + at);
-  be_.write_i32(tables_, at, taken);
+  for (size_t i = 0; i < backends_.size(); ++i) backends_[i]->write_i32(tables_[i], at, taken);
   held = need;
 }
 
-PagedRows PagedCache::rows(int64_t stream) const {
+PagedRows PagedCache::rows(int64_t stream, size_t copy) const {
   std::lock_guard lock(mutex_);
   const StreamSpec& s = layout_.streams()[size_t(stream)];
-  return {pool_, tables_, width_, offset_[size_t(stream)], s.rows_per_block, s.row_bytes, layout_.block_bytes(),
+  return {pools_.at(copy), tables_.at(copy), width_, offset_[size_t(stream)], s.rows_per_block, s.row_bytes, layout_.block_bytes(),
           capacity_[size_t(stream)] * s.rows_per_block};
 }
 
@@ -86,14 +93,18 @@ void PagedCache::zero_blocks(int32_t slot) {
   std::sort(blocks.begin(), blocks.end());
   // one copy per run of consecutive blocks, from a zero source of at most kRun blocks
   constexpr int64_t kRun = 1024;
-  Tensor zero;
-  for (size_t i = 0; i < blocks.size();) {
-    size_t j = i + 1;
-    while (j < blocks.size() && blocks[j] == blocks[j - 1] + 1 && int64_t(j - i) < kRun) ++j;
-    const int64_t count = int64_t(j - i);
-    if (zero.empty() || zero.rows() < count) zero = be_.zeros({std::min<int64_t>(kRun, int64_t(blocks.size())), layout_.block_bytes()}, ElemType::u8);
-    be_.copy_into(pool_.rows_view(blocks[i], count), zero.rows_view(0, count));
-    i = j;
+  for (size_t copy = 0; copy < backends_.size(); ++copy) {
+    Backend& be = *backends_[copy];
+    Tensor zero;
+    for (size_t i = 0; i < blocks.size();) {
+      size_t j = i + 1;
+      while (j < blocks.size() && blocks[j] == blocks[j - 1] + 1 && int64_t(j - i) < kRun) ++j;
+      const int64_t count = int64_t(j - i);
+      if (zero.empty() || zero.rows() < count)
+        zero = be.zeros({std::min<int64_t>(kRun, int64_t(blocks.size())), layout_.block_bytes()}, ElemType::u8);
+      be.copy_into(pools_[copy].rows_view(blocks[i], count), zero.rows_view(0, count));
+      i = j;
+    }
   }
 }
 
@@ -107,7 +118,7 @@ void PagedCache::release_pool() {
   if (int64_t(free_blocks_.size()) != pool_blocks_)
     runtime_error("paged cache: the pool cannot be released while sequences hold ", pool_blocks_ - int64_t(free_blocks_.size()),
                   " of its blocks");
-  pool_ = Tensor();
+  for (Tensor& pool : pools_) pool = Tensor();
   free_blocks_.clear();
   pool_blocks_ = 0;
   ++generation_;
@@ -115,13 +126,18 @@ void PagedCache::release_pool() {
 
 void PagedCache::grow_pool(int64_t extra) {
   const int64_t bytes = layout_.block_bytes();
-  if (int64_t(free_blocks_.size()) == pool_blocks_) {
-    // Nothing lives in the pool: let it go before taking the larger one, so that the two (and
-    // the copy) never need memory at once (a benchmark's next point, a server's first reserve).
-    pool_ = Tensor();
-    pool_ = be_.zeros({pool_blocks_ + extra, bytes}, ElemType::u8);
-  } else {
-    pool_ = be_.concat_rows({pool_, be_.zeros({extra, bytes}, ElemType::u8)}, {bytes}, ElemType::u8);
+  const bool empty = int64_t(free_blocks_.size()) == pool_blocks_;
+  for (size_t copy = 0; copy < backends_.size(); ++copy) {
+    Backend& be = *backends_[copy];
+    Tensor& pool = pools_[copy];
+    if (empty) {
+      // Nothing lives in the pool: let it go before taking the larger one, so that the two (and
+      // the copy) never need memory at once (a benchmark's next point, a server's first reserve).
+      pool = Tensor();
+      pool = be.zeros({pool_blocks_ + extra, bytes}, ElemType::u8);
+    } else {
+      pool = be.concat_rows({pool, be.zeros({extra, bytes}, ElemType::u8)}, {bytes}, ElemType::u8);
+    }
   }
   for (int64_t b = pool_blocks_ + extra - 1; b >= pool_blocks_; --b) free_blocks_.push_back(int32_t(b));
   pool_blocks_ += extra;
@@ -159,7 +175,8 @@ void PagedCache::relayout(int64_t stream_needing, int64_t blocks) {
 }
 
 void PagedCache::upload_tables() {
-  tables_ = be_.upload_i32(host_tables_, {slots_, std::max<int64_t>(width_, 1)});
+  for (size_t copy = 0; copy < backends_.size(); ++copy)
+    tables_[copy] = backends_[copy]->upload_i32(host_tables_, {slots_, std::max<int64_t>(width_, 1)});
   ++generation_;
 }
 

@@ -3,9 +3,12 @@
 // backend's memory (PagedLayout says which rows go where). Each sequence owns a slot: a row of
 // the block tables, also in the backend's memory, so that kernels find its rows on their own.
 // Pool and tables grow when needed (by doubling); `generation` changes whenever they move, so
-// that recorded graphs holding their addresses can be recorded anew.
+// that recorded graphs holding their addresses can be recorded anew. A cache may keep one copy
+// of pool and tables on each of several backends (the ranks of expert parallelism, which all
+// run attention): one allocation of blocks, the same tables, a pool per backend.
 #include <cstdint>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -15,7 +18,8 @@ namespace tetra {
 
 class PagedCache {
  public:
-  PagedCache(Backend& backend, PagedLayout layout);
+  PagedCache(Backend& backend, PagedLayout layout) : PagedCache(std::vector<Backend*>{&backend}, std::move(layout)) {}
+  PagedCache(std::vector<Backend*> backends, PagedLayout layout);
   PagedCache(const PagedCache&) = delete;
   PagedCache& operator=(const PagedCache&) = delete;
 
@@ -31,7 +35,8 @@ class PagedCache {
   // Zeros every block the slot holds (blocks come back from other sequences as they left them:
   // a sequence sized without running its tokens must not read their rows).
   void zero_blocks(int32_t slot);
-  PagedRows rows(int64_t stream) const;
+  // The stream's rows in backend `copy`'s pool (the constructor's order).
+  PagedRows rows(int64_t stream, size_t copy = 0) const;
   uint64_t generation() const;
   int64_t blocks_in_use() const;  // blocks held by slots
   int64_t blocks_held(int32_t slot) const;
@@ -41,13 +46,13 @@ class PagedCache {
   void relayout(int64_t stream_needing, int64_t blocks);  // widens one stream's columns or adds slots
   void upload_tables();
 
-  Backend& be_;
+  std::vector<Backend*> backends_;
   PagedLayout layout_;
   mutable std::mutex mutex_;
-  Tensor pool_;  // u8 [blocks, block_bytes]
+  std::vector<Tensor> pools_;  // per backend: u8 [blocks, block_bytes]
   int64_t pool_blocks_ = 0;
   std::vector<int32_t> free_blocks_;
-  Tensor tables_;  // i32 [slots, width]
+  std::vector<Tensor> tables_;  // per backend: i32 [slots, width]
   int64_t slots_ = 0, width_ = 0;
   std::vector<int64_t> capacity_, offset_;  // per stream: table columns
   std::vector<int32_t> host_tables_;        // the tables as the host wrote them

@@ -1,5 +1,6 @@
 #include "server/serving_model.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -16,14 +17,22 @@ text::Tokenizer tokenizer_of(const std::string& dir) {
 
 }  // namespace
 
-ServingModel::ServingModel(const std::string& dir, const std::string& device, CacheTypes caches)
+ServingModel::ServingModel(const std::string& dir, const std::string& device, CacheTypes caches, int ranks)
     : config_(load_model_config(dir)), tokenizer_(tokenizer_of(dir)), caches_(caches) {
   if (int64_t(tokenizer_.vocab_size()) > config_.vocab_size)
     model_error(dir, "/tokenizer.json: ", tokenizer_.vocab_size(), " tokens but config.json has vocab_size ", config_.vocab_size);
-  backend_ = make_backend(device);
+  if (ranks < 1) usage_error("--expert-parallel must be at least 1, got ", ranks);
+  std::vector<Backend*> backends;
+  for (int r = 0; r < ranks; ++r) backends.push_back(backends_.emplace_back(make_backend(device)).get());
   store_ = std::make_unique<TensorStore>(dir);
   weights_ = std::make_unique<ModelWeights>(config_, *store_);
-  model_ = std::make_unique<Model>(config_, *weights_, *backend_, caches_);
+  model_ = std::make_unique<Model>(config_, *weights_, backends, caches_);
+}
+
+int64_t ServingModel::free_memory_bytes_per_rank() const {
+  int64_t least = backends_.front()->free_memory_bytes();
+  for (const auto& b : backends_) least = std::min(least, b->free_memory_bytes());
+  return backend().name() == "cpu" ? least / int64_t(backends_.size()) : least;
 }
 
 std::vector<int32_t> ServingModel::end_token_ids() const {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tetra generate on the tiny served model: greedy output is reproducible and equal streamed or
-# not and with speculation, a seed fixes sampled output (speculating or not), chat turns come
+# not and with speculation, a seed fixes sampled output (speculating or not, with the experts
+# split over ranks or not), chat turns come
 # back as an assistant message, and bad flags are usage errors (exit 2).
 # usage: generate_test.sh TETRA MODEL_DIR
 set -euo pipefail
@@ -22,6 +23,13 @@ for method in mtp ngram; do
   s3=$("$tetra" generate --model "$model" --prompt "the answer is" --max-tokens 12 --seed 7 --temperature 1 --speculative $method)
   [ "$s1" = "$s3" ] || fail "seeded output differs with --speculative $method: '$s1' vs '$s3'"
 done
+for ranks in 2 3; do
+  c=$("$tetra" generate --model "$model" --prompt "the answer is" --max-tokens 12 --temperature 0 --expert-parallel $ranks)
+  [ "$a" = "$c" ] || fail "greedy output differs with --expert-parallel $ranks: '$a' vs '$c'"
+  s3=$("$tetra" generate --model "$model" --prompt "the answer is" --max-tokens 12 --seed 7 --temperature 1 \
+    --expert-parallel $ranks --speculative ngram)
+  [ "$s1" = "$s3" ] || fail "seeded output differs with --expert-parallel $ranks: '$s1' vs '$s3'"
+done
 
 echo '[{"role": "user", "content": "Hello"}]' >"$work/messages.json"
 "$tetra" generate --model "$model" --messages "$work/messages.json" --max-tokens 6 --temperature 0 --thinking >"$work/turn.json"
@@ -30,6 +38,12 @@ python3 -c "import json,sys; d=json.load(open('$work/turn.json')); assert d['rol
 rc=0
 "$tetra" generate --model "$model" --prompt x --temperature hot 2>"$work/err" || rc=$?
 [ "$rc" = 2 ] && grep -q temperature "$work/err" || fail "bad --temperature: exit $rc, $(cat "$work/err")"
+rc=0
+"$tetra" generate --model "$model" --prompt x --expert-parallel 2 --speculative mtp 2>"$work/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "expert-parallel" "$work/err" || fail "--expert-parallel with mtp: exit $rc, $(cat "$work/err")"
+rc=0
+"$tetra" generate --model "$model" --prompt x --expert-parallel 1000 2>"$work/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "expert-parallel" "$work/err" || fail "--expert-parallel 1000: exit $rc, $(cat "$work/err")"
 rc=0
 "$tetra" generate --model "$model" --prompt x --max-tokens 0 2>"$work/err" || rc=$?
 [ "$rc" = 2 ] && grep -q max_tokens "$work/err" || fail "--max-tokens 0: exit $rc, $(cat "$work/err")"

@@ -300,20 +300,44 @@ class CpuBackend final : public Backend {
   }
 
   Tensor experts(const Tensor& x, const Routing& r, const std::vector<Tensor>& w1, const std::vector<Tensor>& w2,
-                 const std::vector<Tensor>& w3, double limit, RowRuns) override {
+                 const std::vector<Tensor>& w3, double limit, RowRuns runs) override {
+    return combine_slots(expert_slots(x, r, w1, w2, w3, limit, runs), r);
+  }
+  Tensor expert_slots(const Tensor& x, const Routing& r, const std::vector<Tensor>& w1, const std::vector<Tensor>& w2,
+                      const std::vector<Tensor>& w3, double limit, RowRuns) override {
     const int64_t n = x.rows(), d = x.dim(1), k = r.experts.dim(1);
-    Tensor out = make({n, d}, ElemType::f32);
+    for (int64_t i = 0; i < n * k; ++i)
+      expect(r.experts.data<int32_t>()[i] >= 0 && r.experts.data<int32_t>()[i] < int64_t(w1.size()), "experts",
+             "a row chose an expert outside the layer's");
+    Tensor out = make({n * k, d}, ElemType::f32);
 #pragma omp parallel for schedule(dynamic)
     for (int64_t t = 0; t < n; ++t) {
       const Tensor row = slice_rows(x, t, 1);
-      std::vector<float> acc(size_t(d), 0.0f);
       for (int64_t j = 0; j < k; ++j) {
+        float* slot = out.data<float>() + (t * k + j) * d;
         const int32_t e = r.experts.data<int32_t>()[t * k + j];
+        if (w1[size_t(e)].empty()) {  // held by another rank
+          std::fill(slot, slot + d, 0.0f);
+          continue;
+        }
         const Tensor y = linear(swiglu(linear(row, w1[size_t(e)], {}), linear(row, w3[size_t(e)], {}), limit), w2[size_t(e)], {});
-        const float wgt = r.weights.data<float>()[t * k + j];
-        for (int64_t i = 0; i < d; ++i) acc[size_t(i)] += y.data<float>()[i] * wgt;
+        std::copy(y.data<float>(), y.data<float>() + d, slot);
       }
-      std::copy(acc.begin(), acc.end(), out.data<float>() + t * d);
+    }
+    return out;
+  }
+  Tensor combine_slots(const Tensor& slots, const Routing& r) override {
+    const int64_t k = r.experts.dim(1), n = slots.rows() / k, d = slots.dim(1);
+    Tensor out = make({n, d}, ElemType::f32);
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < n; ++t) {
+      float* acc = out.data<float>() + t * d;
+      std::fill(acc, acc + d, 0.0f);
+      for (int64_t j = 0; j < k; ++j) {
+        const float* slot = slots.data<float>() + (t * k + j) * d;
+        const float wgt = r.weights.data<float>()[t * k + j];
+        for (int64_t i = 0; i < d; ++i) acc[i] += slot[i] * wgt;
+      }
     }
     return out;
   }

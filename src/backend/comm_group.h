@@ -1,0 +1,37 @@
+#pragma once
+// The ranks of one process that split a model's routed experts between them (expert
+// parallelism, model/forward.h): each rank runs the whole forward on its own backend, holds
+// some of the experts, and the ranks add up the experts' outputs here.
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace tetra {
+
+// What a rank's all_reduce_sum throws when another rank failed before reaching it.
+struct CommAborted : std::runtime_error {
+  CommAborted() : std::runtime_error("another rank of the expert-parallel group failed") {}
+};
+
+class CommGroup {
+ public:
+  virtual ~CommGroup() = default;
+  virtual int ranks() const = 0;
+  // Rank `rank`'s t (f32, in its backend's memory) becomes the element-wise sum of every rank's
+  // t, added in rank order, so that every rank holds the same bits. Every rank calls it, each
+  // from its own thread, with tensors of one shape.
+  virtual void all_reduce_sum(int rank, Tensor& t) = 0;
+  // Makes every waiting (and later) all_reduce_sum throw CommAborted: a rank that fails before
+  // its part calls it so that the others do not wait forever. Once every rank has returned,
+  // recover() makes the group usable again.
+  virtual void abort() = 0;
+  virtual void recover() = 0;
+};
+
+// A group for these backends, one rank each, in order: every backend of one kind (cpu: ranks
+// that add through host memory; expert parallelism across GPUs is not built yet).
+std::unique_ptr<CommGroup> make_comm_group(const std::vector<Backend*>& backends);
+
+}  // namespace tetra
