@@ -113,10 +113,10 @@ void Backend::copy_into(const Tensor& dst, const Tensor& src) {
   copy_bytes(dst.data<std::byte>(), src.data<std::byte>(), size_t(bytes));
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device) {
+std::unique_ptr<Backend> make_backend(const std::string& device, int index) {
   if (device == "cpu") return make_cpu_backend();
 #ifdef TETRA_WITH_CUDA
-  if (device == "cuda") return make_cuda_backend();
+  if (device == "cuda") return make_cuda_backend({}, index);
 #else
   if (device == "cuda")
     runtime_error("--device cuda: this tetra was built without the CUDA backend (configure with -DTETRA_CUDA=ON)");

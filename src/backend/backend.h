@@ -90,6 +90,9 @@ class Backend {
   // Bytes this backend could still allocate now (the host's available memory, or the device's
   // free memory): what sizes the cache pool once the weights are in.
   virtual int64_t free_memory_bytes() const = 0;
+  // Makes this backend's device the calling thread's current one (GPUs; a no-op elsewhere):
+  // expert parallelism runs each rank's backend from a thread of its own.
+  virtual void bind_thread() {}
 
   // ---- memory
   virtual Tensor upload(std::span<const float> values, Shape shape) = 0;
@@ -228,7 +231,8 @@ class Backend {
 };
 
 // "cpu" gives the reference backend; "cuda" the CUDA backend (a runtime error saying why when
-// tetra was built without it or no usable device is present).
-std::unique_ptr<Backend> make_backend(const std::string& device);
+// tetra was built without it or no usable device is present), on GPU `index` (-1: the calling
+// thread's current device; the CPU ignores it).
+std::unique_ptr<Backend> make_backend(const std::string& device, int index = -1);
 
 }  // namespace tetra

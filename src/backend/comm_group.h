@@ -23,6 +23,9 @@ class CommGroup {
   // t, added in rank order, so that every rank holds the same bits. Every rank calls it, each
   // from its own thread, with tensors of one shape.
   virtual void all_reduce_sum(int rank, Tensor& t) = 0;
+  // Rank 0's t in rank `rank`'s memory: every rank calls it with rank 0's tensor (the others
+  // do not read it; their copies arrive through the group).
+  virtual Tensor broadcast(int rank, const Tensor& t) = 0;
   // Makes every waiting (and later) all_reduce_sum throw CommAborted: a rank that fails before
   // its part calls it so that the others do not wait forever. Once every rank has returned,
   // recover() makes the group usable again.

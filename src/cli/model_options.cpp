@@ -29,11 +29,9 @@ int64_t positive_integer_option(const Args& args, const std::string& name, int64
 
 std::unique_ptr<server::ServingModel> load_serving_model(const Args& args) {
   // mistyped options fail now, not after minutes of loading
-  const SpeculativeMethod speculation = speculation_option(args);
+  speculation_option(args);
   const int64_t ranks = positive_integer_option(args, "expert-parallel", 1);
   if (ranks > 64) usage_error("--expert-parallel ", ranks, ": at most 64 ranks");
-  if (ranks > 1 && speculation == SpeculativeMethod::mtp)
-    usage_error("--speculative mtp is not built for --expert-parallel yet; --speculative ngram works with it");
   const std::string dir = args.get_or("model", server::kDemoModelDir);
   if (!std::filesystem::is_directory(dir))
     model_error(dir, ": no such model directory", args.get("model") ? "" : " (the demo model; pass --model DIR for another)");

@@ -38,19 +38,35 @@ Model::Model(const ModelConfig& config, const ModelWeights& w, std::vector<Backe
                 c.n_routed_experts);
   const int64_t n_mtp = w.has_mtp() ? c.n_mtp_layers : 0;
   cache_ = std::make_shared<PagedCache>(backends, PagedLayout(c, caches.kv, caches.indexer, c.n_layers + n_mtp));
-  if (ranks > 1) group_ = make_comm_group(backends);
-  for (int r = 0; r < ranks; ++r)
+  if (ranks > 1) {
+    group_ = make_comm_group(backends);
+    // The ranks meet on the host in every MoE layer, which a recorded graph cannot do.
+    decode_graphs_ = false;
+  }
+  for (int r = 0; r < ranks; ++r) {
+    backends[size_t(r)]->bind_thread();  // rank r's weights go to its device
     replicas_.push_back(std::make_unique<ModelReplica>(c, w, *backends[size_t(r)], caches, cache_, size_t(r),
                                                        ExpertShard{r, ranks, group_.get()}));
+  }
+  backends.front()->bind_thread();
 }
 
-Model::~Model() = default;
+Model::~Model() {
+  // each rank's memory goes back with its device bound
+  for (size_t r = replicas_.size(); r-- > 1;) {
+    Backend& be = replicas_[r]->backend();
+    be.bind_thread();
+    replicas_[r].reset();
+    replicas_.front()->backend().bind_thread();
+  }
+}
 
 void Model::each_replica(const std::function<void(size_t)>& work) {
   if (replicas_.size() == 1) return work(0);
   std::vector<std::exception_ptr> errors(replicas_.size());
   auto run = [&](size_t r) {
     try {
+      replicas_[r]->backend().bind_thread();
       work(r);
     } catch (...) {
       errors[r] = std::current_exception();
@@ -223,8 +239,6 @@ Tensor Model::mtp_logits(int64_t k, const std::vector<SequenceState*>& sequences
                          const std::vector<std::vector<int32_t>>& next, const LogitRows& logit_rows) {
   const ModelConfig& c = config_;
   if (!has_mtp_ || k < 0 || k >= c.n_mtp_layers) runtime_error("this checkpoint has no MTP block ", k);
-  if (replicas_.size() > 1)
-    runtime_error("MTP drafts under expert parallelism are not built yet (the ranks' streams are not kept)");
   check_logit_rows(logit_rows, next);
   const int64_t layer = c.n_layers + k;
   // The MTP block runs at the positions of the step that produced `hidden`.
@@ -232,7 +246,15 @@ Tensor Model::mtp_logits(int64_t k, const std::vector<SequenceState*>& sequences
   int64_t rows = 0;
   for (const auto& t : next) rows += int64_t(t.size());
   if (rows != hidden.rows()) runtime_error("the MTP input has ", rows, " tokens for ", hidden.rows(), " hidden rows");
-  return replicas_.front()->mtp_logits(k, step_inputs(sequences, next, true, rows), next, hidden, logit_rows);
+  const std::vector<int32_t> inputs = step_inputs(sequences, next, true, rows);
+  Tensor logits;
+  each_replica([&](size_t r) {
+    // the ranks' streams are the same bits: rank 0's, copied to each
+    const Tensor h = group_ ? group_->broadcast(int(r), hidden) : hidden;
+    Tensor l = replicas_[r]->mtp_logits(k, inputs, next, h, logit_rows);
+    if (r == 0) logits = std::move(l);
+  });
+  return logits;
 }
 
 }  // namespace tetra

@@ -44,8 +44,9 @@ class Model {
   // hold its addresses: what a benchmark's prefill needs after its long-context decode points.
   void release_cache();
 
-  // Decode steps as recorded graphs (on by default; eager when off or on a backend without them).
-  void set_decode_graphs(bool on) { decode_graphs_ = on; }
+  // Decode steps as recorded graphs (on by default; eager when off, on a backend without them, or
+  // under expert parallelism).
+  void set_decode_graphs(bool on) { decode_graphs_ = on && replicas_.size() == 1; }
   // Whether decode steps run as graphs (until a first decode step, whether they will try).
   bool decode_graphs() const { return decode_graphs_; }
 
@@ -72,8 +73,7 @@ class Model {
 
   // MTP block k, right after step(): `hidden` is that step's output and next[i] the tokens that
   // follow each of its tokens; gives the logits of the token after those, continuing the
-  // block's own attention state in `sequences`. One backend only (not yet under expert
-  // parallelism: the other ranks' streams are not kept).
+  // block's own attention state in `sequences`. `hidden` is in the first backend's memory.
   Tensor mtp_logits(int64_t k, const std::vector<SequenceState*>& sequences, const Tensor& hidden,
                     const std::vector<std::vector<int32_t>>& next, const LogitRows& logit_rows = LogitRows::every_token());
   bool has_mtp() const { return has_mtp_; }

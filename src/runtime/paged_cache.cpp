@@ -53,7 +53,7 @@ void PagedCache::reserve(int32_t slot, int64_t stream, int64_t rows) {
   }
   const int64_t at = slot * width_ + offset_[size_t(stream)] + held;
   std::copy(taken.begin(), taken.end(), host_tables_.begin() + at);
-  for (size_t i = 0; i < backends_.size(); ++i) backends_[i]->write_i32(tables_[i], at, taken);
+  for_each_copy([&](size_t i, Backend& be) { be.write_i32(tables_[i], at, taken); });
   held = need;
 }
 
@@ -93,8 +93,7 @@ void PagedCache::zero_blocks(int32_t slot) {
   std::sort(blocks.begin(), blocks.end());
   // one copy per run of consecutive blocks, from a zero source of at most kRun blocks
   constexpr int64_t kRun = 1024;
-  for (size_t copy = 0; copy < backends_.size(); ++copy) {
-    Backend& be = *backends_[copy];
+  for_each_copy([&](size_t copy, Backend& be) {
     Tensor zero;
     for (size_t i = 0; i < blocks.size();) {
       size_t j = i + 1;
@@ -105,7 +104,7 @@ void PagedCache::zero_blocks(int32_t slot) {
       be.copy_into(pools_[copy].rows_view(blocks[i], count), zero.rows_view(0, count));
       i = j;
     }
-  }
+  });
 }
 
 void PagedCache::reserve_pool(int64_t blocks) {
@@ -118,7 +117,7 @@ void PagedCache::release_pool() {
   if (int64_t(free_blocks_.size()) != pool_blocks_)
     runtime_error("paged cache: the pool cannot be released while sequences hold ", pool_blocks_ - int64_t(free_blocks_.size()),
                   " of its blocks");
-  for (Tensor& pool : pools_) pool = Tensor();
+  for_each_copy([&](size_t copy, Backend&) { pools_[copy] = Tensor(); });
   free_blocks_.clear();
   pool_blocks_ = 0;
   ++generation_;
@@ -127,8 +126,7 @@ void PagedCache::release_pool() {
 void PagedCache::grow_pool(int64_t extra) {
   const int64_t bytes = layout_.block_bytes();
   const bool empty = int64_t(free_blocks_.size()) == pool_blocks_;
-  for (size_t copy = 0; copy < backends_.size(); ++copy) {
-    Backend& be = *backends_[copy];
+  for_each_copy([&](size_t copy, Backend& be) {
     Tensor& pool = pools_[copy];
     if (empty) {
       // Nothing lives in the pool: let it go before taking the larger one, so that the two (and
@@ -138,7 +136,7 @@ void PagedCache::grow_pool(int64_t extra) {
     } else {
       pool = be.concat_rows({pool, be.zeros({extra, bytes}, ElemType::u8)}, {bytes}, ElemType::u8);
     }
-  }
+  });
   for (int64_t b = pool_blocks_ + extra - 1; b >= pool_blocks_; --b) free_blocks_.push_back(int32_t(b));
   pool_blocks_ += extra;
   ++generation_;
@@ -175,8 +173,9 @@ void PagedCache::relayout(int64_t stream_needing, int64_t blocks) {
 }
 
 void PagedCache::upload_tables() {
-  for (size_t copy = 0; copy < backends_.size(); ++copy)
-    tables_[copy] = backends_[copy]->upload_i32(host_tables_, {slots_, std::max<int64_t>(width_, 1)});
+  for_each_copy([&](size_t copy, Backend& be) {
+    tables_[copy] = be.upload_i32(host_tables_, {slots_, std::max<int64_t>(width_, 1)});
+  });
   ++generation_;
 }
 

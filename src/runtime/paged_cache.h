@@ -45,6 +45,16 @@ class PagedCache {
   void grow_pool(int64_t extra);  // adds `extra` free blocks
   void relayout(int64_t stream_needing, int64_t blocks);  // widens one stream's columns or adds slots
   void upload_tables();
+  // work(i, backend i) for every copy, each with its backend bound to the thread; the first's
+  // bound after.
+  template <class Work>
+  void for_each_copy(Work work) {
+    for (size_t i = 0; i < backends_.size(); ++i) {
+      backends_[i]->bind_thread();
+      work(i, *backends_[i]);
+    }
+    backends_.front()->bind_thread();
+  }
 
   std::vector<Backend*> backends_;
   PagedLayout layout_;

@@ -35,6 +35,7 @@ struct TinyModel {
 
 // Every step's logits of two sequences: prompts of 13 and 6 tokens in chunks, then 24 decode
 // steps each (past the tiny model's window of 8 and its compressors' windows).
+// and of the MTP block after each decode step (its own attention state and experts split too).
 std::vector<std::vector<float>> run(Model& model, Backend& first, int64_t vocab) {
   SequenceState a = model.new_sequence(), b = model.new_sequence();
   std::vector<std::vector<float>> logits;
@@ -44,8 +45,11 @@ std::vector<std::vector<float>> run(Model& model, Backend& first, int64_t vocab)
   for (int i = 0; i < 6; ++i) pb.push_back(token(100 + i));
   logits.push_back(first.download(model.step({&a, &b}, {{pa.begin(), pa.begin() + 9}, pb}).logits));
   logits.push_back(first.download(model.step({&a}, {{pa.begin() + 9, pa.end()}}).logits));
-  for (int t = 0; t < 24; ++t)
-    logits.push_back(first.download(model.step({&a, &b}, {{token(200 + t)}, {token(300 + t)}}).logits));
+  for (int t = 0; t < 24; ++t) {
+    const auto out = model.step({&a, &b}, {{token(200 + t)}, {token(300 + t)}});
+    logits.push_back(first.download(out.logits));
+    logits.push_back(first.download(model.mtp_logits(0, {&a, &b}, out.hidden, {{token(400 + t)}, {token(500 + t)}})));
+  }
   return logits;
 }
 
@@ -95,7 +99,7 @@ TEST(ExpertParallel, RefusesWhatItCannotSplit) {
   Model split(tiny.config, *tiny.weights, backends, CacheTypes{});
   SequenceState s = split.new_sequence();
   const auto out = split.step({&s}, {{1, 2, 3}});
-  EXPECT_THROW(split.mtp_logits(0, {&s}, out.hidden, {{2, 3, 4}}), Error);
+  EXPECT_THROW(split.mtp_logits(0, {&s}, out.hidden, {{2, 3}}), Error);  // 2 tokens after 3 rows
 }
 
 TEST(HostCommGroup, SumsInRankOrderAndSurvivesAnAbort) {

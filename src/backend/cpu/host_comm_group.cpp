@@ -1,10 +1,8 @@
 #include "backend/cpu/host_comm_group.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <cstdint>
-#include <mutex>
 
+#include "backend/rank_barrier.h"
 #include "core/error.h"
 
 namespace tetra {
@@ -12,18 +10,16 @@ namespace {
 
 class HostCommGroup final : public CommGroup {
  public:
-  explicit HostCommGroup(int ranks) : ranks_(ranks), posted_(size_t(ranks)) {
-    if (ranks < 1) runtime_error("a communication group needs at least one rank, got ", ranks);
-  }
+  explicit HostCommGroup(int ranks) : barrier_(ranks), posted_(size_t(ranks)) {}
 
-  int ranks() const override { return ranks_; }
+  int ranks() const override { return barrier_.ranks(); }
 
   void all_reduce_sum(int rank, Tensor& t) override {
-    if (rank < 0 || rank >= ranks_) runtime_error("all_reduce_sum: rank ", rank, " of a group of ", ranks_);
+    if (rank < 0 || rank >= ranks()) runtime_error("all_reduce_sum: rank ", rank, " of a group of ", ranks());
     if (t.type() != ElemType::f32) runtime_error("all_reduce_sum: rank ", rank, " passed a tensor that is not f32");
     posted_[size_t(rank)] = t;
-    wait_for_every_rank();  // every rank's tensor is posted
-    for (int r = 0; r < ranks_; ++r)
+    barrier_.arrive_and_wait();  // every rank's tensor is posted
+    for (int r = 0; r < ranks(); ++r)
       if (posted_[size_t(r)].numel() != t.numel()) {
         abort();
         runtime_error("all_reduce_sum: rank ", r, " passed ", posted_[size_t(r)].numel(), " values, rank ", rank, " ",
@@ -31,51 +27,30 @@ class HostCommGroup final : public CommGroup {
       }
     const int64_t n = t.numel();
     std::vector<float> sum(posted_[0].data<float>(), posted_[0].data<float>() + n);
-    for (int r = 1; r < ranks_; ++r) {
+    for (int r = 1; r < ranks(); ++r) {
       const float* x = posted_[size_t(r)].data<float>();
       for (int64_t i = 0; i < n; ++i) sum[size_t(i)] += x[i];
     }
-    wait_for_every_rank();  // every rank has read the others' tensors: each may overwrite its own
+    barrier_.arrive_and_wait();  // every rank has read the others' tensors: each may overwrite its own
     std::copy(sum.begin(), sum.end(), t.data<float>());
     posted_[size_t(rank)] = Tensor();
   }
 
-  void abort() override {
-    std::lock_guard lock(mutex_);
-    aborted_ = true;
-    changed_.notify_all();
+  // The ranks share the host's memory: rank 0's tensor is every rank's.
+  Tensor broadcast(int rank, const Tensor& t) override {
+    if (rank < 0 || rank >= ranks()) runtime_error("broadcast: rank ", rank, " of a group of ", ranks());
+    return t;
   }
 
+  void abort() override { barrier_.abort(); }
   void recover() override {
-    std::lock_guard lock(mutex_);
-    aborted_ = false;
-    arrived_ = 0;
+    barrier_.recover();
     for (Tensor& t : posted_) t = Tensor();
   }
 
  private:
-  // A barrier that an abort breaks.
-  void wait_for_every_rank() {
-    std::unique_lock lock(mutex_);
-    if (aborted_) throw CommAborted();
-    const uint64_t phase = phase_;
-    if (++arrived_ == ranks_) {
-      arrived_ = 0;
-      ++phase_;
-      changed_.notify_all();
-      return;
-    }
-    changed_.wait(lock, [&] { return phase_ != phase || aborted_; });
-    if (phase_ == phase) throw CommAborted();
-  }
-
-  const int ranks_;
+  RankBarrier barrier_;
   std::vector<Tensor> posted_;  // each rank's tensor while a reduction runs
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  int arrived_ = 0;
-  uint64_t phase_ = 0;
-  bool aborted_ = false;
 };
 
 }  // namespace

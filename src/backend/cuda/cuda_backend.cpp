@@ -74,6 +74,9 @@ struct ExpertTables {
   std::vector<WeightRef> host_w1, host_w2, host_w3;
   std::vector<float> w2_alpha;
   cuda::DeviceBuffer up_alpha;  // [experts, 2]: w1's and w3's per-tensor factors
+  // Expert parallelism: [experts] i32, e where expert e is held here, `experts` where not
+  // (cuda::GroupedExperts::expert_key); empty when every expert is held.
+  cuda::DeviceBuffer expert_key;
 };
 
 // A linear layer's checkpoint tensors on the device. Its Tensor is a u8 [out, in] handle whose
@@ -109,29 +112,43 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
+int current_device() {
+  int device = 0;
+  TETRA_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 class CudaBackend final : public Backend {
  public:
+  // On the calling thread's current device.
   explicit CudaBackend(CudaNumerics numerics)
       : numerics_(numerics),
+        device_(current_device()),
         attention_wgmma_(numerics.warpgroup_mma_attention && cuda::attention_warpgroup_mma_supported()),
         stream_(std::make_shared<cuda::CudaStream>()) {
     // Tensors come and go every step: keep freed memory in the pool instead of returning it.
-    int device = 0;
     cudaMemPool_t pool = nullptr;
-    TETRA_CUDA_CHECK(cudaGetDevice(&device));
-    TETRA_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+    TETRA_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
     uint64_t keep = UINT64_MAX;
     TETRA_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   }
 
   std::string name() const override { return "cuda"; }
+  void bind_thread() override { TETRA_CUDA_CHECK(cudaSetDevice(device_)); }
+  int device() const { return device_; }
+  cudaStream_t work_stream() const { return stream_->get(); }
   int64_t free_memory_bytes() const override {
+    // this backend's device, whichever the calling thread's is (ranks of expert parallelism)
+    const int caller = current_device();
+    TETRA_CUDA_CHECK(cudaSetDevice(device_));
     size_t free = 0, total = 0;
-    TETRA_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    const cudaError_t e = cudaMemGetInfo(&free, &total);
+    TETRA_CUDA_CHECK(cudaSetDevice(caller));
+    TETRA_CUDA_CHECK(e);
     return int64_t(free);
   }
 
@@ -461,35 +478,17 @@ class CudaBackend final : public Backend {
   }
   Tensor experts(const Tensor& x, const Routing& r, const std::vector<Tensor>& w1, const std::vector<Tensor>& w2,
                  const std::vector<Tensor>& w3, double limit, RowRuns runs) override {
-    const int64_t d = x.dim(1), k = r.experts.dim(1);
-    const ExpertTables& t = expert_tables(w1, w2, w3);
-    Tensor out = make({x.rows(), d}, ElemType::f32);
-    for (const RowRange& rows : kernel_ranges(runs, x.rows(), kGroupedExpertsMinTokens)) {
-      const float* xr = x.data<float>() + rows.begin * d;
-      const float* weights = r.weights.data<float>() + rows.begin * k;
-      const int32_t* selected = r.experts.data<int32_t>() + rows.begin * k;
-      float* yr = out.data<float>() + rows.begin * d;
-      if (tensor_cores(rows.large)) {
-        const cuda::GroupedExperts g{.experts = int64_t(w1.size()),
-                                     .dim = d,
-                                     .inter = t.inter,
-                                     .w1 = t.host_w1.data(),
-                                     .w2 = t.host_w2.data(),
-                                     .w3 = t.host_w3.data(),
-                                     .device_w1 = t.w1.get<WeightRef>(),
-                                     .device_w2 = t.w2.get<WeightRef>(),
-                                     .device_w3 = t.w3.get<WeightRef>(),
-                                     .layout = t.layout,
-                                     .w2_alpha = t.w2_alpha.data(),
-                                     .up_alpha = t.up_alpha.get<float>()};
-        cuda::grouped_experts(gemm(), g, xr, rows.count, weights, selected, k, float(limit), t.round_input, yr);
-      } else {
-        Tensor scratch = make({cuda::routed_experts_scratch_floats(rows.count, k, d, t.inter)}, ElemType::f32);
-        cuda::routed_experts(xr, rows.count, d, t.inter, weights, selected, k, t.w1.get<WeightRef>(), t.w2.get<WeightRef>(),
-                             t.w3.get<WeightRef>(), t.layout, float(limit), t.round_input, scratch.data<float>(), yr,
-                             stream());
-      }
-    }
+    return routed(x, r, w1, w2, w3, limit, runs, false);
+  }
+  Tensor expert_slots(const Tensor& x, const Routing& r, const std::vector<Tensor>& w1, const std::vector<Tensor>& w2,
+                      const std::vector<Tensor>& w3, double limit, RowRuns runs) override {
+    return routed(x, r, w1, w2, w3, limit, runs, true);
+  }
+  Tensor combine_slots(const Tensor& slots, const Routing& r) override {
+    const int64_t n = r.experts.dim(0), k = r.experts.dim(1), d = slots.dim(1);
+    expect(slots.rows() == n * k, "combine_slots", "slots do not match the routing");
+    Tensor out = make({n, d}, ElemType::f32);
+    cuda::combine_expert_slots(slots.data<float>(), r.weights.data<float>(), n, k, d, out.data<float>(), stream());
     return out;
   }
 
@@ -721,22 +720,79 @@ class CudaBackend final : public Backend {
     return d.ref();
   }
 
+  // The routed experts of every run: each row's weighted sum, or (slots) each (row, slot)'s
+  // output, [n·k, dim], for combine_slots. A run takes the kernels its row count picks either way.
+  Tensor routed(const Tensor& x, const Routing& r, const std::vector<Tensor>& w1, const std::vector<Tensor>& w2,
+                const std::vector<Tensor>& w3, double limit, RowRuns runs, bool slots) {
+    const int64_t d = x.dim(1), k = r.experts.dim(1);
+    const ExpertTables& t = expert_tables(w1, w2, w3);
+    expect(slots || !t.layout.some_absent, "experts", "some experts are held by other ranks: use expert_slots");
+    Tensor out = make({slots ? x.rows() * k : x.rows(), d}, ElemType::f32);
+    for (const RowRange& rows : kernel_ranges(runs, x.rows(), kGroupedExpertsMinTokens)) {
+      const float* xr = x.data<float>() + rows.begin * d;
+      const float* weights = r.weights.data<float>() + rows.begin * k;
+      const int32_t* selected = r.experts.data<int32_t>() + rows.begin * k;
+      float* yr = out.data<float>() + rows.begin * (slots ? k : 1) * d;
+      if (tensor_cores(rows.large)) {
+        const cuda::GroupedExperts g{.experts = int64_t(w1.size()),
+                                     .dim = d,
+                                     .inter = t.inter,
+                                     .w1 = t.host_w1.data(),
+                                     .w2 = t.host_w2.data(),
+                                     .w3 = t.host_w3.data(),
+                                     .device_w1 = t.w1.get<WeightRef>(),
+                                     .device_w2 = t.w2.get<WeightRef>(),
+                                     .device_w3 = t.w3.get<WeightRef>(),
+                                     .layout = t.layout,
+                                     .w2_alpha = t.w2_alpha.data(),
+                                     .up_alpha = t.up_alpha.get<float>(),
+                                     .expert_key = t.expert_key.get<int32_t>()};
+        if (slots) cuda::grouped_expert_slots(gemm(), g, xr, rows.count, selected, k, float(limit), t.round_input, yr);
+        else cuda::grouped_experts(gemm(), g, xr, rows.count, weights, selected, k, float(limit), t.round_input, yr);
+      } else {
+        Tensor scratch = make({cuda::routed_experts_scratch_floats(rows.count, k, d, t.inter)}, ElemType::f32);
+        if (slots)
+          cuda::routed_expert_slots(xr, rows.count, d, t.inter, selected, k, t.w1.get<WeightRef>(), t.w2.get<WeightRef>(),
+                                    t.w3.get<WeightRef>(), t.layout, float(limit), t.round_input, scratch.data<float>(),
+                                    yr, stream());
+        else
+          cuda::routed_experts(xr, rows.count, d, t.inter, weights, selected, k, t.w1.get<WeightRef>(),
+                               t.w2.get<WeightRef>(), t.w3.get<WeightRef>(), t.layout, float(limit), t.round_input,
+                               scratch.data<float>(), yr, stream());
+      }
+    }
+    return out;
+  }
+
   const ExpertTables& expert_tables(const std::vector<Tensor>& w1, const std::vector<Tensor>& w2,
                                     const std::vector<Tensor>& w3) const {
     expect(!w1.empty() && w1.size() == w2.size() && w1.size() == w3.size(), "experts", "expert weight lists differ");
-    expect(w1.front().type() == ElemType::u8, "experts", "expert weights are not loaded linear layers");
-    LinearOnDevice& first = *w1.front().data<LinearOnDevice>();
-    if (first.expert_tables) return *first.expert_tables;
+    // The first expert held here keeps the tables (under expert parallelism the experts other
+    // ranks hold are empty tensors; their table entries are null and their pairs come out zero).
+    const auto first_held = std::find_if(w1.begin(), w1.end(), [](const Tensor& w) { return !w.empty(); });
+    expect(first_held != w1.end(), "experts", "no expert of the layer is held here");
+    const size_t first = size_t(first_held - w1.begin());
+    expect(w1[first].type() == ElemType::u8, "experts", "expert weights are not loaded linear layers");
+    LinearOnDevice& keeper = *w1[first].data<LinearOnDevice>();
+    if (keeper.expert_tables) return *keeper.expert_tables;
     auto t = std::make_unique<ExpertTables>();
-    t->layout.up = weight_ref(w1.front(), t->round_input);
-    t->layout.down = weight_ref(w2.front(), t->round_input);
+    t->layout.up = weight_ref(w1[first], t->round_input);
+    t->layout.down = weight_ref(w2[first], t->round_input);
     t->layout.uniform = true;
     t->layout.experts = int64_t(w1.size());
     std::vector<float> up_alpha;
+    std::vector<int32_t> key(w1.size());
     auto table = [&](const std::vector<Tensor>& ws, std::vector<WeightRef>& refs, std::vector<float>& alphas,
                      size_t stride, size_t at, const WeightRef& like) {
       alphas.resize(ws.size() * stride);
       for (size_t e = 0; e < ws.size(); ++e) {
+        key[e] = ws[e].empty() ? int32_t(ws.size()) : int32_t(e);
+        if (ws[e].empty()) {
+          refs.push_back(WeightRef{});
+          alphas[e * stride + at] = 1;
+          t->layout.some_absent = true;
+          continue;
+        }
         refs.push_back(weight_ref(ws[e], t->round_input, &alphas[e * stride + at]));
         t->layout.uniform &= cuda::same_layout(refs.back(), like);
       }
@@ -747,13 +803,21 @@ class CudaBackend final : public Backend {
     t->w1 = table(w1, t->host_w1, up_alpha, 2, 0, t->layout.up);
     t->w3 = table(w3, t->host_w3, up_alpha, 2, 1, t->layout.up);
     t->w2 = table(w2, t->host_w2, t->w2_alpha, 1, 0, t->layout.down);
+    for (size_t e = 0; e < w1.size(); ++e)
+      expect(w1[e].empty() == w2[e].empty() && w1[e].empty() == w3[e].empty(), "experts",
+             "an expert is held in part (w1, w2 and w3 go together)");
     t->up_alpha = cuda::DeviceBuffer(up_alpha.size() * sizeof(float));
     TETRA_CUDA_CHECK(
         cudaMemcpyAsync(t->up_alpha.get(), up_alpha.data(), t->up_alpha.bytes(), cudaMemcpyHostToDevice, stream()));
+    if (t->layout.some_absent) {
+      t->expert_key = cuda::DeviceBuffer(key.size() * sizeof(int32_t));
+      TETRA_CUDA_CHECK(cudaMemcpyAsync(t->expert_key.get(), key.data(), t->expert_key.bytes(), cudaMemcpyHostToDevice,
+                                       stream()));
+    }
     stream_->synchronize();  // the host vectors above are copied before they change or die
-    t->inter = w1.front().dim(0);
-    first.expert_tables = std::move(t);
-    return *first.expert_tables;
+    t->inter = w1[first].dim(0);
+    keeper.expert_tables = std::move(t);
+    return *keeper.expert_tables;
   }
 
   static cuda::SubBlockOutput sub_block_output(const Tensor& y, const Tensor* y_plus) {
@@ -788,6 +852,7 @@ class CudaBackend final : public Backend {
   }
 
   CudaNumerics numerics_;
+  int device_;
   bool attention_wgmma_;  // numerics_.warpgroup_mma_attention, where the device has it
   std::shared_ptr<cuda::CudaStream> stream_;
   std::shared_ptr<cuda::CaptureArena> arena_ = std::make_shared<cuda::CaptureArena>();  // shared with the graphs
@@ -807,10 +872,27 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(CudaNumerics numerics) {
-  const cuda::DeviceStatus device = cuda::probe_device();
-  if (!device.usable) runtime_error("--device cuda: ", device.description);
+std::unique_ptr<Backend> make_cuda_backend(CudaNumerics numerics, int device) {
+  const cuda::DeviceStatus status = cuda::probe_device();
+  if (!status.usable) runtime_error("--device cuda: ", status.description);
+  if (device >= 0) {
+    int count = 0;
+    TETRA_CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (device >= count) runtime_error("--device cuda: GPU ", device, " asked for, this machine has ", count);
+    TETRA_CUDA_CHECK(cudaSetDevice(device));
+  }
   return std::make_unique<CudaBackend>(numerics);
 }
+
+namespace {
+const CudaBackend& as_cuda(const Backend& backend) {
+  const auto* b = dynamic_cast<const CudaBackend*>(&backend);
+  if (!b) runtime_error("the ", backend.name(), " backend is not a CUDA backend");
+  return *b;
+}
+}  // namespace
+
+cudaStream_t cuda_stream_of(Backend& backend) { return as_cuda(backend).work_stream(); }
+int cuda_device_of(const Backend& backend) { return as_cuda(backend).device(); }
 
 }  // namespace tetra

@@ -5,6 +5,8 @@
 
 #include "backend/backend.h"
 
+struct CUstream_st;  // cudaStream_t's, without the CUDA headers
+
 namespace tetra {
 
 struct CudaNumerics {
@@ -16,7 +18,13 @@ struct CudaNumerics {
   bool warpgroup_mma_attention = true;
 };
 
-// Throws a runtime Error saying why when no usable CUDA device is present.
-std::unique_ptr<Backend> make_cuda_backend(CudaNumerics numerics = {});
+// On GPU `device` (-1: the calling thread's current device). Throws a runtime Error saying why
+// when no usable CUDA device is present.
+std::unique_ptr<Backend> make_cuda_backend(CudaNumerics numerics = {}, int device = -1);
+
+// A backend make_cuda_backend made: the stream it queues its work on, and its device (what
+// expert parallelism's group orders its copies against). A runtime Error for other backends.
+::CUstream_st* cuda_stream_of(Backend& backend);
+int cuda_device_of(const Backend& backend);
 
 }  // namespace tetra

@@ -125,6 +125,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const int64_t o = int64_t(blockIdx.y) * kWarpsPerBlock + threadIdx.x / 32;
   const int64_t pair = blockIdx.x, t = pair / k;
   const int32_t e = selected[pair];
+  if (!w1[e].weight) return;  // another rank's expert (expert parallelism): its pairs stay zero
   float gate[1] = {}, up[1] = {};
   block_row_dot<1>(w1[e], o, o < inter, x + t * dim, dim, 1, round_input, tile, gate);
   block_row_dot<1>(w3[e], o, o < inter, x + t * dim, dim, 1, round_input, tile, up);
@@ -142,6 +143,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   __shared__ __align__(16) float tile[kTilePitch];
   const int64_t o = int64_t(blockIdx.y) * kWarpsPerBlock + threadIdx.x / 32;
   const int64_t pair = blockIdx.x;
+  if (!w2[selected[pair]].weight) return;
   float acc[1] = {};
   block_row_dot<1>(w2[selected[pair]], o, o < dim, h + pair * inter, inter, 1, round_input, tile, acc);
   if (o >= dim) return;
@@ -250,6 +252,7 @@ __global__ void __launch_bounds__(max_split<InFlight>() * 32)
   if (pg.count && int(blockIdx.y) >= *pg.count) return;  // the grid has room for one pair a group
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const PairGroup group = group_at(pg, int(blockIdx.y));
+  if (!w1[group.expert].weight) return;  // another rank's expert: its pairs stay zero
   const int64_t o0 = int64_t(blockIdx.x) * 16;
   const int column = lane / 4;  // the lane's B column
   const float* columns[1] = {column < group.count ? x + pair_in(pg, group, column) / k * dim : nullptr};
@@ -278,10 +281,11 @@ __global__ void __launch_bounds__(max_split<InFlight>() * 32)
   if (pg.count && int(blockIdx.y) >= *pg.count) return;
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const PairGroup group = group_at(pg, int(blockIdx.y));
+  const WeightRef& w = w2[group.expert];
+  if (!w.weight) return;
   const int64_t o0 = int64_t(blockIdx.x) * 32;
   const int column = lane / 4;
   const float* columns[1] = {column < group.count ? h + pair_in(pg, group, column) * inter : nullptr};
-  const WeightRef& w = w2[group.expert];
   float acc[kMmaTiles][1][4];
   warp_mma_rows<F, 1, P, false, false, InFlight>(w, w, o0, dim, columns, chunks * warp / warps,
                                                  chunks * (warp + 1) / warps, acc);
@@ -389,22 +393,19 @@ int64_t routed_experts_scratch_floats(int64_t n, int64_t k, int64_t dim, int64_t
   return pairs * (inter + dim) + 5 * pairs + 1;  // h, y, then the groups (int4 each), their order and count
 }
 
-void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const float* weights, const int32_t* selected,
-                    int64_t k, const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
-                    const ExpertLayout& layout, float limit, bool round_input_to_bf16, float* scratch, float* out,
-                    cudaStream_t stream, int split) {
+namespace {
+
+// y [pairs, dim]: each (token, slot) pair's expert output; zeros where the expert's weights are
+// absent (`some_absent`: another rank holds them).
+void expert_pairs(const float* x, int64_t n, int64_t dim, int64_t inter, const int32_t* selected, int64_t k,
+                  const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
+                  const ExpertLayout& layout, float limit, bool round_input_to_bf16, float* scratch, float* y,
+                  cudaStream_t stream, int split) {
   const int64_t pairs = n * k;
-  if (pairs == 0) return;
   if (split < 0 || split > kMaxSplit) runtime_error("cuda experts: split ", split, " outside 0..", kMaxSplit);
   float* h = scratch;
-  float* y = scratch + pairs * inter;
   const float lim = limit > 0 ? limit : INFINITY;
-  // out: each token's pairs' y weighted and added in slot order (either path below)
-  auto combine = [&] {
-    launch_early(combine_kernel, dim3(unsigned((n * dim + 255) / 256)), dim3(256), 0, stream, y, weights, n, k, dim,
-                 out);
-    TETRA_CUDA_CHECK(cudaGetLastError());
-  };
+  if (layout.some_absent) TETRA_CUDA_CHECK(cudaMemsetAsync(y, 0, size_t(pairs * dim) * sizeof(float), stream));
   // x rows (dim floats) and h rows (inter floats) stay 16-byte aligned when the widths are
   // whole segments, which mma_rows_supported checks.
   if (layout.uniform && mma_rows_supported(layout.up, x, 1) && mma_rows_supported(layout.down, h, 1) &&
@@ -412,8 +413,8 @@ void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const
     PairGroups groups{.selected = selected};
     const size_t group_shared = size_t(pairs) * sizeof(int32_t);
     if (n > 1 && layout.experts > 0 && layout.experts <= kMaxGroupedExperts && group_shared <= 48 * 1024) {
-      // the tables after y: pairs·(inter + dim) floats keep them 16-byte aligned (whole segments)
-      int4* table = reinterpret_cast<int4*>(y + pairs * dim);
+      // the tables after h and y: pairs·(inter + dim) floats keep them 16-byte aligned (whole segments)
+      int4* table = reinterpret_cast<int4*>(scratch + pairs * (inter + dim));
       int32_t* order = reinterpret_cast<int32_t*>(table + pairs);
       launch_early(group_pairs_kernel, dim3(1), dim3(kGroupThreads), group_shared, stream, selected, int(pairs),
                    int(layout.experts), table, order, order + pairs);
@@ -431,7 +432,6 @@ void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const
       case WeightFormat::mxfp4: run(experts_mma_parts<WeightFormat::mxfp4>); break;
       case WeightFormat::nvfp4: run(experts_mma_parts<WeightFormat::nvfp4>); break;
     }
-    combine();
     return;
   }
   launch_early(expert_up_kernel, dim3(unsigned(pairs), unsigned((inter + kWarpsPerBlock - 1) / kWarpsPerBlock)),
@@ -441,7 +441,37 @@ void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const
   launch_early(expert_down_kernel, dim3(unsigned(pairs), unsigned((dim + kWarpsPerBlock - 1) / kWarpsPerBlock)),
                dim3(kWarpsPerBlock * 32), 0, stream, h, dim, inter, selected, experts_w2, round_input_to_bf16, y);
   TETRA_CUDA_CHECK(cudaGetLastError());
-  combine();
+}
+
+}  // namespace
+
+void combine_expert_slots(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim, float* out,
+                          cudaStream_t stream) {
+  if (n == 0) return;
+  launch_early(combine_kernel, dim3(unsigned((n * dim + 255) / 256)), dim3(256), 0, stream, y, weights, n, k, dim, out);
+  TETRA_CUDA_CHECK(cudaGetLastError());
+}
+
+void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const float* weights, const int32_t* selected,
+                    int64_t k, const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
+                    const ExpertLayout& layout, float limit, bool round_input_to_bf16, float* scratch, float* out,
+                    cudaStream_t stream, int split) {
+  const int64_t pairs = n * k;
+  if (pairs == 0) return;
+  float* y = scratch + pairs * inter;
+  expert_pairs(x, n, dim, inter, selected, k, experts_w1, experts_w2, experts_w3, layout, limit, round_input_to_bf16,
+               scratch, y, stream, split);
+  // out: each token's pairs' y weighted and added in slot order (either path of expert_pairs)
+  combine_expert_slots(y, weights, n, k, dim, out, stream);
+}
+
+void routed_expert_slots(const float* x, int64_t n, int64_t dim, int64_t inter, const int32_t* selected, int64_t k,
+                         const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
+                         const ExpertLayout& layout, float limit, bool round_input_to_bf16, float* scratch,
+                         float* slots, cudaStream_t stream) {
+  if (n * k == 0) return;
+  expert_pairs(x, n, dim, inter, selected, k, experts_w1, experts_w2, experts_w3, layout, limit, round_input_to_bf16,
+               scratch, slots, stream, 0);
 }
 
 }  // namespace tetra::cuda

@@ -30,6 +30,9 @@ struct ExpertLayout {
   WeightRef up, down;
   bool uniform = false;
   int64_t experts = 0;
+  // Some experts' tables are null (expert parallelism: another rank holds them); their pairs
+  // come out zero.
+  bool some_absent = false;
 };
 bool same_layout(const WeightRef& a, const WeightRef& b);
 
@@ -42,5 +45,14 @@ void routed_experts(const float* x, int64_t n, int64_t dim, int64_t inter, const
                     int64_t k, const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
                     const ExpertLayout& layout, float limit, bool round_input_to_bf16, float* scratch, float* out,
                     cudaStream_t stream, int split = 0);
+// routed_experts in two halves (expert parallelism): each pair's expert output into slots
+// [n·k, dim] (row t·k + j; zeros where the expert's table is null), then out [n, dim] = Σ_j
+// weights[t, j]·slots[t·k + j] in slot order: routed_experts' result, bit for bit.
+void routed_expert_slots(const float* x, int64_t n, int64_t dim, int64_t inter, const int32_t* selected, int64_t k,
+                         const WeightRef* experts_w1, const WeightRef* experts_w2, const WeightRef* experts_w3,
+                         const ExpertLayout& layout, float limit, bool round_input_to_bf16, float* scratch,
+                         float* slots, cudaStream_t stream);
+void combine_expert_slots(const float* slots, const float* weights, int64_t n, int64_t k, int64_t dim, float* out,
+                          cudaStream_t stream);
 
 }  // namespace tetra::cuda

@@ -29,11 +29,19 @@ struct GroupedExperts {
   ExpertLayout layout;
   const float* w2_alpha = nullptr;   // host [experts]: w2's per-tensor factor
   const float* up_alpha = nullptr;   // device [experts, 2]: w1's and w3's per-tensor factors
+  // Expert parallelism: device [experts], e where this rank holds expert e, `experts` where
+  // another rank does (its tables are null); null when every expert is held here.
+  const int32_t* expert_key = nullptr;
 };
 
 // out [n, dim] = Σ_j weights[t, j] · w2_e(swiglu(w1_e·x_t, w3_e·x_t)), e = selected[t, j]; all
 // pointers but the GroupedExperts host arrays are device memory.
 void grouped_experts(DequantGemm& gemm, const GroupedExperts& e, const float* x, int64_t n, const float* weights,
                      const int32_t* selected, int64_t k, float limit, bool round_input, float* out);
+// The same in two halves (expert parallelism): each pair's expert output into slots [n·k, dim]
+// (row t·k + j; zeros for experts held elsewhere), which combine_expert_slots (moe.h) then adds
+// as grouped_experts does, bit for bit.
+void grouped_expert_slots(DequantGemm& gemm, const GroupedExperts& e, const float* x, int64_t n, const int32_t* selected,
+                          int64_t k, float limit, bool round_input, float* slots);
 
 }  // namespace tetra::cuda
