@@ -6,15 +6,12 @@
 // two (peer reads, events across streams); several GPUs need a machine that has them.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <string>
 
 #include "bench/synthetic_weights.h"
 #include "model/forward.h"
 #include "support/cuda_parity.h"
-#include "support/tiny_checkpoint.h"
+#include "support/tiny_model.h"
 
 namespace tetra {
 namespace {
@@ -65,16 +62,12 @@ TEST(CudaExpertParallel, TwoRanksGiveTheLogitsOfOneBackend) {
 // NVFP4 test model with an MTP block, decode steps of two sequences and their drafts' logits.
 TEST(CudaExpertParallel, TwoRanksDraftWithTheMtpBlockLikeOne) {
   TETRA_REQUIRE_GPU();
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("tetra_cuda_ep_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
   testing::TinyCheckpointOptions o;
   o.quant = testing::TinyQuant::nvfp4;
   o.with_mtp = true;
-  testing::write_tiny_checkpoint(dir.string(), o);
-  const ModelConfig c = load_model_config(dir.string());
-  const TensorStore store(dir.string());
-  const ModelWeights weights(c, store);
+  const testing::TinyModel tiny(o);
+  const ModelConfig& c = tiny.config;
+  const ModelWeights& weights = *tiny.weights;
   auto drafts = [&](Model& model, Backend& first) {
     SequenceState a = model.new_sequence(), b = model.new_sequence();
     std::vector<std::vector<float>> out;
@@ -97,7 +90,6 @@ TEST(CudaExpertParallel, TwoRanksDraftWithTheMtpBlockLikeOne) {
   const auto r0 = make_backend("cuda"), r1 = make_backend("cuda");
   Model split(c, weights, std::vector<Backend*>{r0.get(), r1.get()}, CacheTypes{});
   const auto got = drafts(split, *r0);
-  fs::remove_all(dir);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << (i % 2 ? "draft" : "step") << " " << i / 2;
 }

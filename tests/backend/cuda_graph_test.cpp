@@ -5,18 +5,16 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 
 #include "io/safetensors.h"
 #include "model/forward.h"
 #include "backend/cuda/capture_arena.h"
 #include "support/cuda_parity.h"
-#include "support/tiny_checkpoint.h"
+#include "support/tiny_model.h"
 
 namespace tetra {
 namespace {
-namespace fs = std::filesystem;
 
 struct DecodeRun {
   std::vector<float> logits;  // every decode step's logits, in order
@@ -87,27 +85,13 @@ DecodeRun decode(Model& model, Backend& be, int64_t batch, std::mt19937 rng, boo
 }
 
 // The tiny checkpoint in a temporary directory, for the lifetime of a test.
-struct TinyModel {
-  fs::path dir = fs::temp_directory_path() / ("tetra_cuda_graph_" + std::to_string(::getpid()));
-  ModelConfig config;
-  std::unique_ptr<TensorStore> store;
-  std::unique_ptr<ModelWeights> weights;
-  TinyModel() {
-    fs::remove_all(dir);
-    testing::write_tiny_checkpoint(dir.string(), testing::TinyCheckpointOptions{});
-    config = load_model_config(dir.string());
-    store = std::make_unique<TensorStore>(dir.string());
-    weights = std::make_unique<ModelWeights>(config, *store);
-  }
-  ~TinyModel() { fs::remove_all(dir); }
-};
 
 // One test per cache type, so that compute-sanitizer can run them as parallel jobs.
 class CudaGraphReplay : public ::testing::TestWithParam<CacheTypes> {};
 
 TEST_P(CudaGraphReplay, EqualsEagerBitForBit) {
   TETRA_REQUIRE_GPU();
-  const TinyModel tiny;
+  const testing::TinyModel tiny;
   const auto be = make_cuda_backend();
   Model graphs(tiny.config, *tiny.weights, *be, GetParam()), eager(tiny.config, *tiny.weights, *be, GetParam());
   eager.set_decode_graphs(false);
@@ -133,7 +117,7 @@ INSTANTIATE_TEST_SUITE_P(Caches, CudaGraphReplay,
 // README's "the same tokens with speculation" rests on (39 of 39 rows on an H100, 2026-12-07).
 TEST(CudaSpeculation, TwoRowStepsAgreeWithOneRowSteps) {
   TETRA_REQUIRE_GPU();
-  const TinyModel tiny;
+  const testing::TinyModel tiny;
   const auto be = make_cuda_backend();
   const int64_t vocab = tiny.config.vocab_size;
   Model one(tiny.config, *tiny.weights, *be, CacheTypes{}), two(tiny.config, *tiny.weights, *be, CacheTypes{});
@@ -174,7 +158,7 @@ TEST(CudaSpeculation, TwoRowStepsAgreeWithOneRowSteps) {
 // Step time of the same decode, eager and replayed: reported, not gated.
 TEST(CudaGraph, StepTimeEagerAndReplayed) {
   TETRA_REQUIRE_GPU();
-  const TinyModel tiny;
+  const testing::TinyModel tiny;
   const auto be = make_cuda_backend();
   for (int64_t batch : {1, 8}) {
     double ms[2];

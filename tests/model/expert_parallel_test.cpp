@@ -3,35 +3,23 @@
 // prefill chunks and decode steps of several sequences; and the host group's sums and aborts.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <thread>
 
 #include "backend/cpu/host_comm_group.h"
 #include "core/error.h"
 #include "model/forward.h"
-#include "support/tiny_checkpoint.h"
+#include "support/tiny_model.h"
 
 namespace tetra {
 namespace {
-namespace fs = std::filesystem;
 
-struct TinyModel {
-  fs::path dir = fs::temp_directory_path() / ("tetra_ep_" + std::to_string(::getpid()));
-  ModelConfig config;
-  std::unique_ptr<TensorStore> store;
-  std::unique_ptr<ModelWeights> weights;
-  TinyModel() {
-    fs::remove_all(dir);
-    testing::TinyCheckpointOptions o;
-    o.quant = testing::TinyQuant::nvfp4;
-    o.with_mtp = true;
-    testing::write_tiny_checkpoint(dir.string(), o);
-    config = load_model_config(dir.string());
-    store = std::make_unique<TensorStore>(dir.string());
-    weights = std::make_unique<ModelWeights>(config, *store);
-  }
-  ~TinyModel() { fs::remove_all(dir); }
-};
+// The tiny test model in NVFP4 with its MTP block.
+testing::TinyModel tiny_model() {
+  testing::TinyCheckpointOptions o;
+  o.quant = testing::TinyQuant::nvfp4;
+  o.with_mtp = true;
+  return testing::TinyModel(o);
+}
 
 // Every step's logits of two sequences: prompts of 13 and 6 tokens in chunks, then 24 decode
 // steps each (past the tiny model's window of 8 and its compressors' windows).
@@ -54,7 +42,7 @@ std::vector<std::vector<float>> run(Model& model, Backend& first, int64_t vocab)
 }
 
 TEST(ExpertParallel, RanksGiveTheLogitsOfOneBackend) {
-  const TinyModel tiny;
+  const testing::TinyModel tiny = tiny_model();
   const auto one = make_backend("cpu");
   Model single(tiny.config, *tiny.weights, *one, CacheTypes{});
   const auto want = run(single, *one, tiny.config.vocab_size);
@@ -89,7 +77,7 @@ TEST(ExpertParallel, EveryExpertHasOneRank) {
 }
 
 TEST(ExpertParallel, RefusesWhatItCannotSplit) {
-  const TinyModel tiny;
+  const testing::TinyModel tiny = tiny_model();
   std::vector<std::unique_ptr<Backend>> owned;
   std::vector<Backend*> backends;
   for (int r = 0; r < 5; ++r) backends.push_back(owned.emplace_back(make_backend("cpu")).get());

@@ -5,15 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 
 #include "core/error.h"
 #include "model/forward.h"
-#include "support/tiny_checkpoint.h"
+#include "support/tiny_model.h"
 
 namespace tetra {
 namespace {
-namespace fs = std::filesystem;
 
 // Draft logits of every position for `tokens`, fed to the model in chunks of `chunk` tokens.
 std::vector<float> mtp_logits_in_chunks(Model& model, Backend& backend, const std::vector<int32_t>& tokens,
@@ -42,14 +40,11 @@ double relative_difference(const std::vector<float>& a, const std::vector<float>
 }
 
 TEST(Mtp, ChunkedAndWholeSequencesGiveTheSameDraftLogits) {
-  const fs::path dir = fs::temp_directory_path() / ("tetra_mtp_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
   testing::TinyCheckpointOptions o;
   o.with_mtp = true;
-  testing::write_tiny_checkpoint(dir.string(), o);
-  const ModelConfig config = load_model_config(dir.string());
-  const TensorStore store(dir.string());
-  const ModelWeights weights(config, store);
+  const testing::TinyModel tiny(o);
+  const ModelConfig& config = tiny.config;
+  const ModelWeights& weights = *tiny.weights;
   ASSERT_TRUE(weights.has_mtp());
   const auto backend = make_backend("cpu");
   Model model(config, weights, *backend, CacheTypes{KvCacheDtype::f32, IndexerCacheDtype::f32});
@@ -66,22 +61,15 @@ TEST(Mtp, ChunkedAndWholeSequencesGiveTheSameDraftLogits) {
   const auto main_logits = backend->download(
       model.step({&s}, {std::vector<int32_t>(tokens.begin(), tokens.end() - 1)}).logits);
   EXPECT_GT(relative_difference(main_logits, whole), 1e-2);
-  fs::remove_all(dir);
 }
 
 TEST(Mtp, MissingBlockIsAClearError) {
-  const fs::path dir = fs::temp_directory_path() / ("tetra_nomtp_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  testing::write_tiny_checkpoint(dir.string(), testing::TinyCheckpointOptions{});
-  const ModelConfig config = load_model_config(dir.string());
-  const TensorStore store(dir.string());
-  const ModelWeights weights(config, store);
+  const testing::TinyModel tiny;
   const auto backend = make_backend("cpu");
-  Model model(config, weights, *backend, CacheTypes{});
+  Model model(tiny.config, *tiny.weights, *backend, CacheTypes{});
   SequenceState s = model.new_sequence();
   const auto out = model.step({&s}, {{1, 2, 3}});
   EXPECT_THROW(model.mtp_logits(0, {&s}, out.hidden, {{2, 3, 4}}), Error);
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -5,15 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 
 #include "core/error.h"
 #include "model/forward.h"
-#include "support/tiny_checkpoint.h"
+#include "support/tiny_model.h"
 
 namespace tetra {
 namespace {
-namespace fs = std::filesystem;
 
 double max_difference(const float* a, const float* b, size_t n) {
   double d = 0;
@@ -21,27 +19,17 @@ double max_difference(const float* a, const float* b, size_t n) {
   return d;
 }
 
-struct TinyMtpModel {
-  fs::path dir = fs::temp_directory_path() / ("tetra_rewind_" + std::to_string(::getpid()));
-  ModelConfig config;
-  std::unique_ptr<TensorStore> store;
-  std::unique_ptr<ModelWeights> weights;
-  TinyMtpModel() {
-    fs::remove_all(dir);
-    testing::TinyCheckpointOptions o;
-    o.with_mtp = true;
-    testing::write_tiny_checkpoint(dir.string(), o);
-    config = load_model_config(dir.string());
-    store = std::make_unique<TensorStore>(dir.string());
-    weights = std::make_unique<ModelWeights>(config, *store);
-  }
-  ~TinyMtpModel() { fs::remove_all(dir); }
-};
+// The tiny test model with its MTP block.
+testing::TinyModel tiny_mtp_model() {
+  testing::TinyCheckpointOptions o;
+  o.with_mtp = true;
+  return testing::TinyModel(o);
+}
 
 class Rewind : public ::testing::TestWithParam<CacheTypes> {};
 
 TEST_P(Rewind, RejectedDraftsLeaveNoTrace) {
-  const TinyMtpModel tiny;
+  const testing::TinyModel tiny = tiny_mtp_model();
   const ModelConfig& c = tiny.config;
   const auto be = make_backend("cpu");
   Model model(c, *tiny.weights, *be, GetParam());
@@ -96,7 +84,7 @@ INSTANTIATE_TEST_SUITE_P(Caches, Rewind,
                          });
 
 TEST(Rewind, OnlyATokenTheSequenceHolds) {
-  const TinyMtpModel tiny;
+  const testing::TinyModel tiny = tiny_mtp_model();
   const auto be = make_backend("cpu");
   Model model(tiny.config, *tiny.weights, *be, CacheTypes{});
   SequenceState s = model.new_sequence();
@@ -110,7 +98,7 @@ TEST(Rewind, OnlyATokenTheSequenceHolds) {
 
 // Logits of the last few rows of each sequence equal those rows of every token's logits.
 TEST(LogitRows, LastRowsOfEachSequence) {
-  const TinyMtpModel tiny;
+  const testing::TinyModel tiny = tiny_mtp_model();
   const ModelConfig& c = tiny.config;
   const auto be = make_backend("cpu");
   Model a(c, *tiny.weights, *be, CacheTypes{}), b(c, *tiny.weights, *be, CacheTypes{});
