@@ -94,15 +94,23 @@ void Model::each_replica(const std::function<void(size_t)>& work) {
   std::rethrow_exception(cause ? cause : any);
 }
 
+void Model::in_turn(const std::function<void(ModelReplica&)>& work) {
+  for (auto& r : replicas_) {
+    r->backend().bind_thread();
+    work(*r);
+  }
+  replicas_.front()->backend().bind_thread();
+}
+
 void Model::release_cache() {
-  for (auto& r : replicas_) r->clear_graphs();
+  in_turn([](ModelReplica& r) { r.clear_graphs(); });
   cache_->release_pool();
 }
 
 bool Model::has_router_bias(int64_t layer) const { return replicas_.front()->has_router_bias(layer); }
 
 void Model::set_router_bias(int64_t layer, const std::vector<float>& bias) {
-  for (auto& r : replicas_) r->set_router_bias(layer, bias);
+  in_turn([&](ModelReplica& r) { r.set_router_bias(layer, bias); });
 }
 
 SequenceState Model::new_sequence() const { return SequenceState(cache_); }
@@ -220,7 +228,7 @@ Model::StepOutput Model::step(const std::vector<SequenceState*>& sequences,
       out = std::move(first);
     } else {  // these backends run eagerly only
       decode_graphs_ = false;
-      for (auto& r : replicas_) r->clear_graphs();
+      in_turn([](ModelReplica& r) { r.clear_graphs(); });
     }
   }
   if (!out) out = run_eagerly(step_inputs(sequences, tokens, false, rows), tokens, rows, logit_rows);

@@ -86,6 +86,9 @@ class Model {
   // Runs work(r) for every replica r, each on its own thread (the first on the caller's), and
   // rethrows the first failure once all have returned.
   void each_replica(const std::function<void(size_t)>& work);
+  // work(replica) for every replica in turn on this thread, each with its backend bound (the
+  // first's bound after).
+  void in_turn(const std::function<void(ModelReplica&)>& work);
   // Checks a step's tokens and gives every sequence room for them in layers [begin, end).
   void prepare(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
                bool already_counted, int64_t begin, int64_t end);
