@@ -156,6 +156,7 @@ json report_json(const BenchReport& r, const std::string& command, const std::st
                       {"bytes_per_sequence", k.bytes_per_sequence},
                       {"bytes_per_sequence_benchmarked_layers", k.bytes_per_sequence_benchmarked},
                       {"model_weight_bytes", k.model_weight_bytes},
+                      {"routed_expert_bytes", k.routed_expert_bytes},
                       {"gpu_memory_bytes", k.gpu_memory ? json(*k.gpu_memory) : json(nullptr)},
                       {"sequences_one_gpu", k.one_gpu ? json(*k.one_gpu) : json(nullptr)},
                       {"sequences_two_gpus", k.two_gpus ? json(*k.two_gpus) : json(nullptr)}};
@@ -237,8 +238,11 @@ void print_report(const BenchReport& r, std::ostream& out) {
                 double(k.bytes_per_sequence_benchmarked) / 1e9);
   out << line;
   if (k.gpu_memory) {
-    std::snprintf(line, sizeof line, "beside the whole model's %.1f GB of weights: %lld such sequences on one GPU of %.1f GB, %lld on two\n",
-                  double(k.model_weight_bytes) / 1e9, (long long)*k.one_gpu, double(*k.gpu_memory) / 1e9, (long long)*k.two_gpus);
+    std::snprintf(line, sizeof line,
+                  "beside the whole model's %.1f GB of weights: %lld such sequences on one GPU of %.1f GB, %lld on two "
+                  "(--expert-parallel 2: each holds %.1f GB of weights and every sequence's state)\n",
+                  double(k.model_weight_bytes) / 1e9, (long long)*k.one_gpu, double(*k.gpu_memory) / 1e9, (long long)*k.two_gpus,
+                  double(k.model_weight_bytes - k.routed_expert_bytes / 2) / 1e9);
     out << line;
   }
 }

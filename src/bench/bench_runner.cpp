@@ -108,10 +108,16 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
   r.capacity.bytes_per_sequence = kv_bytes_per_sequence(full, r.capacity.tokens, o.caches);
   r.capacity.bytes_per_sequence_benchmarked = kv_bytes_per_sequence(c, r.capacity.tokens, o.caches);
   r.capacity.model_weight_bytes = synthetic_model_bytes(full, o.format);
+  r.capacity.routed_expert_bytes = synthetic_routed_expert_bytes(full, o.format);
   r.capacity.gpu_memory = r.device.memory;
   if (r.device.memory) {
-    r.capacity.one_gpu = sequences_that_fit(*r.device.memory, 1, r.capacity.model_weight_bytes, r.capacity.bytes_per_sequence);
-    r.capacity.two_gpus = sequences_that_fit(*r.device.memory, 2, r.capacity.model_weight_bytes, r.capacity.bytes_per_sequence);
+    const uint64_t shared = r.capacity.model_weight_bytes - r.capacity.routed_expert_bytes;
+    auto fit = [&](int ranks) {
+      return sequences_that_fit(*r.device.memory, ranks, shared, r.capacity.routed_expert_bytes, full.n_routed_experts,
+                                r.capacity.bytes_per_sequence);
+    };
+    r.capacity.one_gpu = fit(1);
+    r.capacity.two_gpus = fit(2);
   }
 
   // What does not fit fails here, named, not as an allocation deep in the load or the first step.

@@ -72,8 +72,9 @@ struct CapacityResult {
   uint64_t bytes_per_sequence = 0;              // every layer of the geometry
   uint64_t bytes_per_sequence_benchmarked = 0;  // the benchmarked layers
   uint64_t model_weight_bytes = 0;              // every layer, in the benchmark's format
+  uint64_t routed_expert_bytes = 0;             // of which the routed experts'
   std::optional<uint64_t> gpu_memory;           // the device's, when it is a GPU
-  std::optional<int64_t> one_gpu, two_gpus;
+  std::optional<int64_t> one_gpu, two_gpus;  // two: --expert-parallel 2 (sequences_that_fit)
 };
 
 struct BenchReport {

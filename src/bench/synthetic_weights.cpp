@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <string>
 
 #include "bench/random_fill.h"
 #include "core/error.h"
@@ -67,9 +69,13 @@ uint64_t linear_bytes(WeightFormat f, int64_t out, int64_t in) {
   return 0;
 }
 
-uint64_t synthetic_model_bytes(const ModelConfig& c, SyntheticFormat f) {
+namespace {
+
+// The bytes of the roles `counted` takes.
+uint64_t role_bytes(const ModelConfig& c, SyntheticFormat f, const std::function<bool(const std::string&)>& counted) {
   uint64_t total = 0;
   for (const auto& e : expected_roles(c, false)) {
+    if (!counted(e.role)) continue;
     // Optional roles are the tied head and the hash layers' router bias: absent, as published.
     if (e.optional) continue;
     if (e.kind == RoleKind::linear)
@@ -78,6 +84,16 @@ uint64_t synthetic_model_bytes(const ModelConfig& c, SyntheticFormat f) {
       total += 4 * uint64_t(shape_numel(e.shape));
   }
   return total;
+}
+
+}  // namespace
+
+uint64_t synthetic_model_bytes(const ModelConfig& c, SyntheticFormat f) {
+  return role_bytes(c, f, [](const std::string&) { return true; });
+}
+
+uint64_t synthetic_routed_expert_bytes(const ModelConfig& c, SyntheticFormat f) {
+  return role_bytes(c, f, [](const std::string& role) { return role.find(".ffn.experts.") != std::string::npos; });
 }
 
 SyntheticWeights::SyntheticWeights(const ModelConfig& config, SyntheticFormat format, uint64_t seed)

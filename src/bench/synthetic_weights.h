@@ -33,6 +33,8 @@ uint64_t linear_bytes(WeightFormat f, int64_t out, int64_t in);
 // Device bytes of the whole model in that format, from the shapes alone: linear layers at
 // their checkpoint bytes, every other tensor as the f32 (i32) copy the backends keep.
 uint64_t synthetic_model_bytes(const ModelConfig& c, SyntheticFormat f);
+// The routed experts' share of it (what expert parallelism splits over ranks).
+uint64_t synthetic_routed_expert_bytes(const ModelConfig& c, SyntheticFormat f);
 
 class SyntheticWeights {
  public:

@@ -155,10 +155,13 @@ TEST(BenchArithmetic, KvBytesPerMillionTokenSequenceFollowTheSpec) {
 }
 
 TEST(BenchArithmetic, SequencesThatFit) {
-  EXPECT_EQ(sequences_that_fit(100, 1, 40, 7), 8);   // (100 - 40) / 7
-  EXPECT_EQ(sequences_that_fit(100, 2, 40, 7), 22);  // (200 - 40) / 7
-  EXPECT_EQ(sequences_that_fit(100, 1, 150, 7), 0);  // the weights alone do not fit
-  EXPECT_EQ(sequences_that_fit(100, 2, 150, 7), 7);
+  // 10 shared bytes and 4 experts of 10 bytes on devices of 100
+  EXPECT_EQ(sequences_that_fit(100, 1, 10, 40, 4, 7), 7);   // (100 - 50) / 7
+  EXPECT_EQ(sequences_that_fit(100, 2, 10, 40, 4, 7), 10);  // each: (100 - 10 - 20) / 7, every sequence on both
+  EXPECT_EQ(sequences_that_fit(100, 3, 10, 40, 4, 7), 10);  // the largest share is 2 experts
+  EXPECT_EQ(sequences_that_fit(100, 4, 10, 40, 4, 7), 11);  // (100 - 10 - 10) / 7
+  EXPECT_EQ(sequences_that_fit(100, 1, 10, 140, 4, 7), 0);  // the weights alone do not fit
+  EXPECT_EQ(sequences_that_fit(100, 2, 10, 140, 4, 7), 2);  // (100 - 10 - 70) / 7
 }
 
 // What `tetra bench` names when a model does not fit: the layers whose weights do (20 layers of
