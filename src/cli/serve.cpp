@@ -50,6 +50,9 @@ int run_serve(const std::vector<std::string>& argv) {
   const auto model = load_serving_model(args);
   const auto scheduler = make_scheduler(args, *model);
   std::cout << "tetra serve: " << describe_cache_capacity(*scheduler, *model) << std::endl;
+  if (const int64_t ranks = model->model().ranks(); ranks > 1)
+    std::cout << "tetra serve: the routed experts split over " << ranks << " ranks (" << model->backend().name()
+              << "), each with its own copy of the cache pool" << std::endl;
   if (const SpeculativeMethod m = speculation_option(args); m != SpeculativeMethod::off)
     std::cout << "tetra serve: speculative decoding, drafts by " << speculative_method_name(m) << " (one a step)" << std::endl;
   server::OpenAiServer http(*model, *scheduler, options);
