@@ -124,4 +124,18 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int index) {
   usage_error("--device must be cpu or cuda, got '", device, "'");
 }
 
+std::vector<std::unique_ptr<Backend>> make_backends(const std::string& device, int ranks) {
+  if (ranks < 1) usage_error("--expert-parallel must be at least 1, got ", ranks);
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (int r = 0; r < ranks; ++r) backends.push_back(make_backend(device, ranks > 1 ? r : -1));
+  backends.front()->bind_thread();
+  return backends;
+}
+
+std::vector<Backend*> pointers(const std::vector<std::unique_ptr<Backend>>& backends) {
+  std::vector<Backend*> p;
+  for (const auto& b : backends) p.push_back(b.get());
+  return p;
+}
+
 }  // namespace tetra

@@ -234,5 +234,10 @@ class Backend {
 // tetra was built without it or no usable device is present), on GPU `index` (-1: the calling
 // thread's current device; the CPU ignores it).
 std::unique_ptr<Backend> make_backend(const std::string& device, int index = -1);
+// One backend a rank of expert parallelism (--expert-parallel): on cuda GPUs 0..ranks-1 (the
+// current one for a single rank), on the cpu `ranks` reference backends.
+std::vector<std::unique_ptr<Backend>> make_backends(const std::string& device, int ranks);
+// The backends' addresses, in order (what Model takes).
+std::vector<Backend*> pointers(const std::vector<std::unique_ptr<Backend>>& backends);
 
 }  // namespace tetra

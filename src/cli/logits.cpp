@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "cli/read_file.h"
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -37,7 +38,9 @@ std::vector<std::vector<int32_t>> read_token_file(const std::string& path) {
 }  // namespace
 
 int run_logits(const std::vector<std::string>& argv) {
-  const Args args(argv, {"model", "tokens-file", "out", "prefill", "device", "kv-cache-dtype", "indexer-cache-dtype"}, {});
+  const Args args(argv, {"model", "tokens-file", "out", "prefill", "device", "kv-cache-dtype", "indexer-cache-dtype",
+                         "expert-parallel"},
+                  {});
   const std::string dir = args.required("model"), out_path = args.required("out");
   const auto batch = read_token_file(args.required("tokens-file"));
   const CacheTypes caches{parse_kv_cache_dtype(args.get_or("kv-cache-dtype", "fp8")),
@@ -46,7 +49,8 @@ int run_logits(const std::vector<std::string>& argv) {
   for (const auto& s : batch) longest = std::max(longest, int64_t(s.size()));
   const int64_t prefill = args.count("prefill").value_or(longest);
   if (prefill == 0) usage_error("--prefill must be at least 1 (the first step is a prefill)");
-  const auto backend = make_backend(args.get_or("device", "cpu"));
+  const auto backends = make_backends(args.get_or("device", "cpu"), expert_parallel_option(args));
+  Backend* const backend = backends.front().get();
 
   const ModelConfig config = load_model_config(dir);
   for (size_t s = 0; s < batch.size(); ++s)
@@ -56,7 +60,7 @@ int run_logits(const std::vector<std::string>& argv) {
                     " is outside the vocabulary [0, ", config.vocab_size, ")");
   const TensorStore store(dir);
   const ModelWeights weights(config, store);
-  Model model(config, weights, *backend, caches);
+  Model model(config, weights, pointers(backends), caches);
 
   std::vector<SequenceState> states;
   for (size_t s = 0; s < batch.size(); ++s) states.push_back(model.new_sequence());

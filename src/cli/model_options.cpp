@@ -27,17 +27,22 @@ int64_t positive_integer_option(const Args& args, const std::string& name, int64
   usage_error("--", name, " must be a positive integer, got '", *v, "'");
 }
 
+int expert_parallel_option(const Args& args) {
+  const int64_t ranks = positive_integer_option(args, "expert-parallel", 1);
+  if (ranks > 64) usage_error("--expert-parallel ", ranks, ": at most 64 ranks");
+  return int(ranks);
+}
+
 std::unique_ptr<server::ServingModel> load_serving_model(const Args& args) {
   // mistyped options fail now, not after minutes of loading
   speculation_option(args);
-  const int64_t ranks = positive_integer_option(args, "expert-parallel", 1);
-  if (ranks > 64) usage_error("--expert-parallel ", ranks, ": at most 64 ranks");
+  const int ranks = expert_parallel_option(args);
   const std::string dir = args.get_or("model", server::kDemoModelDir);
   if (!std::filesystem::is_directory(dir))
     model_error(dir, ": no such model directory", args.get("model") ? "" : " (the demo model; pass --model DIR for another)");
   const CacheTypes caches{parse_kv_cache_dtype(args.get_or("kv-cache-dtype", "fp8")),
                           parse_indexer_cache_dtype(args.get_or("indexer-cache-dtype", "fp4"))};
-  return std::make_unique<server::ServingModel>(dir, args.get_or("device", "cpu"), caches, int(ranks));
+  return std::make_unique<server::ServingModel>(dir, args.get_or("device", "cpu"), caches, ranks);
 }
 
 namespace {

@@ -33,4 +33,7 @@ std::string describe_cache_capacity(const Scheduler& scheduler, const server::Se
 
 int64_t positive_integer_option(const Args& args, const std::string& name, int64_t fallback);
 
+// --expert-parallel N: 1 (default) to 64 ranks.
+int expert_parallel_option(const Args& args);
+
 }  // namespace tetra

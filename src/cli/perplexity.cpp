@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "cli/read_file.h"
 #include "core/error.h"
 #include "io/mapped_file.h"
@@ -51,14 +52,16 @@ std::vector<int32_t> tokenize_file(const std::string& dir, const std::string& pa
 }  // namespace
 
 int run_perplexity(const std::vector<std::string>& argv) {
-  const Args args(argv, {"model", "file", "tokens-file", "device", "context", "chunks", "kv-cache-dtype", "indexer-cache-dtype"},
+  const Args args(argv, {"model", "file", "tokens-file", "device", "context", "chunks", "kv-cache-dtype", "indexer-cache-dtype",
+                         "expert-parallel"},
                   {"json", "per-token"});
   const std::string dir = args.required("model");
   if (args.get("file").has_value() == args.get("tokens-file").has_value())
     usage_error("give exactly one of --file TEXT and --tokens-file IDS.json");
   const std::string kv_name = args.get_or("kv-cache-dtype", "fp8"), indexer_name = args.get_or("indexer-cache-dtype", "fp4");
   const CacheTypes caches{parse_kv_cache_dtype(kv_name), parse_indexer_cache_dtype(indexer_name)};
-  const auto backend = make_backend(args.get_or("device", "cpu"));
+  const auto backends = make_backends(args.get_or("device", "cpu"), expert_parallel_option(args));
+  Backend* const backend = backends.front().get();
 
   const ModelConfig config = load_model_config(dir);
   const int64_t max_context = config.max_position_embeddings > 0 ? config.max_position_embeddings : kDefaultContext;
@@ -81,7 +84,7 @@ int run_perplexity(const std::vector<std::string>& argv) {
 
   const TensorStore store(dir);
   const ModelWeights weights(config, store);
-  Model model(config, weights, *backend, caches);
+  Model model(config, weights, pointers(backends), caches);
   std::vector<WindowScore> scores;
   for (size_t w = 0; w < windows.size(); ++w) {
     scores.push_back(score_window(model, *backend, windows[w]));

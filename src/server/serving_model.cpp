@@ -21,13 +21,10 @@ ServingModel::ServingModel(const std::string& dir, const std::string& device, Ca
     : config_(load_model_config(dir)), tokenizer_(tokenizer_of(dir)), caches_(caches) {
   if (int64_t(tokenizer_.vocab_size()) > config_.vocab_size)
     model_error(dir, "/tokenizer.json: ", tokenizer_.vocab_size(), " tokens but config.json has vocab_size ", config_.vocab_size);
-  if (ranks < 1) usage_error("--expert-parallel must be at least 1, got ", ranks);
-  std::vector<Backend*> backends;
-  // one GPU a rank (GPUs 0..ranks-1); a single rank uses the current one
-  for (int r = 0; r < ranks; ++r) backends.push_back(backends_.emplace_back(make_backend(device, ranks > 1 ? r : -1)).get());
+  backends_ = make_backends(device, ranks);
   store_ = std::make_unique<TensorStore>(dir);
   weights_ = std::make_unique<ModelWeights>(config_, *store_);
-  model_ = std::make_unique<Model>(config_, *weights_, backends, caches_);
+  model_ = std::make_unique<Model>(config_, *weights_, pointers(backends_), caches_);
 }
 
 int64_t ServingModel::free_memory_bytes_per_rank() const {
