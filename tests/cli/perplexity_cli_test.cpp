@@ -75,6 +75,21 @@ TEST_F(PerplexityCli, TextFileIsTokenizedWithBosAndWindowed) {
   EXPECT_NE(r.output.find("perplexity "), std::string::npos) << r.output;
 }
 
+// Ranks that split the experts score every token as one backend does, bit for bit (the JSON's
+// per-token log-probabilities compared as printed).
+TEST_F(PerplexityCli, ExpertParallelRanksScoreLikeOneBackend) {
+  const fs::path text = write("text.txt", "The quick brown fox jumps over the lazy dog. def f(x):\n    return x * 2\n");
+  const std::string args = "--model " + (kDemo / "nvfp4").string() + " --file " + text.string() + " --context 16 --per-token";
+  const auto one = perplexity_json(args);
+  ASSERT_FALSE(one.is_discarded());
+  for (const char* ranks : {"2", "3"}) {
+    const auto split = perplexity_json(args + " --expert-parallel " + ranks);
+    ASSERT_FALSE(split.is_discarded());
+    EXPECT_EQ(split, one) << ranks << " ranks";
+  }
+  expect_failure(args + " --expert-parallel 0", 2, "--expert-parallel");
+}
+
 TEST_F(PerplexityCli, BadInputsFailWithTheRightCode) {
   const auto ids = write("ids.json", "[0, 5, 9, 17]").string();
   // Where a GPU is usable this runs; elsewhere it says why it cannot.
