@@ -1,6 +1,7 @@
 // tetra info: what a checkpoint holds and what serving it costs, read from headers only.
 #include <cstdio>
 #include <iostream>
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -61,6 +62,17 @@ int run_info(const std::vector<std::string>& argv) {
     t.layers++;
     t.bytes += l->bytes();
   }
+  // what --expert-parallel splits over ranks
+  uint64_t routed_expert_bytes = 0;
+  for (const auto* l : weights.linears())
+    if (l->role.find(".ffn.experts.") != std::string::npos) routed_expert_bytes += l->bytes();
+  // A rank's weights under --expert-parallel `ranks`: every other weight and the largest share of
+  // each layer's experts.
+  auto rank_bytes = [&](int64_t ranks) {
+    const int64_t experts = std::max<int64_t>(config.n_routed_experts, 1);
+    return weights.total_bytes() - routed_expert_bytes +
+           routed_expert_bytes / uint64_t(experts) * uint64_t((experts + ranks - 1) / ranks);
+  };
   std::map<std::string, FormatTotal> params_by_dtype;
   for (const auto* p : weights.params()) {
     auto& t = params_by_dtype[std::string(dtype_name(p->view.dtype))];
@@ -98,6 +110,9 @@ int run_info(const std::vector<std::string>& argv) {
     j["linear_layers"] = weights.linears().size();
     j["params"] = weights.params().size();
     j["mtp"] = weights.has_mtp();
+    j["routed_expert_bytes"] = routed_expert_bytes;
+    for (const int64_t ranks : {2, 4, 8})
+      if (ranks <= config.n_routed_experts) j["weight_bytes_per_rank"][std::to_string(ranks)] = rank_bytes(ranks);
     for (const auto& [name, t] : by_format) j["formats"][name] = {{"layers", t.layers}, {"bytes", t.bytes}};
     for (const auto& [name, k] : kv_by_kind)
       j["kv"][name] = {{"layers", k.layers}, {"bytes_per_token", k.per_token}, {"bytes_per_sequence", k.per_sequence}};
@@ -134,6 +149,14 @@ int run_info(const std::vector<std::string>& argv) {
                 human_bytes(t.bytes).c_str());
   std::printf("  total weight memory         %s (%llu bytes)\n", human_bytes(weights.total_bytes()).c_str(),
               (unsigned long long)weights.total_bytes());
+  std::printf("  routed experts              %s; a rank's weights under --expert-parallel", human_bytes(routed_expert_bytes).c_str());
+  const char* separator = " ";
+  for (const int64_t ranks : {2, 4, 8})
+    if (ranks <= config.n_routed_experts) {
+      std::printf("%s%lld: %s", separator, (long long)ranks, human_bytes(rank_bytes(ranks)).c_str());
+      separator = ", ";
+    }
+  std::printf("\n");
   std::printf("\nKV cache (kv %s, indexer %s)\n", args.get_or("kv-cache-dtype", "fp8").c_str(),
               args.get_or("indexer-cache-dtype", "fp4").c_str());
   std::printf("  entry            %lld bytes KV, %lld bytes indexer key\n", (long long)kv_entry_bytes(config, kv),

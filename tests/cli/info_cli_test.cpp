@@ -88,6 +88,12 @@ TEST_F(InfoCliTest, AllFamiliesAndFormats) {
     const json parsed = json::parse(j.output);
     EXPECT_EQ(parsed["files"], 2);
     EXPECT_TRUE(parsed["mtp"].get<bool>());
+    // the tiny model's 4 experts: 2 ranks hold 2 each, 4 ranks 1 each (no 8)
+    const uint64_t total = parsed["weight_bytes"], experts = parsed["routed_expert_bytes"];
+    EXPECT_GT(experts, 0u);
+    EXPECT_EQ(parsed["weight_bytes_per_rank"]["2"].get<uint64_t>(), total - experts / 2);
+    EXPECT_EQ(parsed["weight_bytes_per_rank"]["4"].get<uint64_t>(), total - experts / 4 * 3);
+    EXPECT_FALSE(parsed["weight_bytes_per_rank"].contains("8"));
   }
 }
 
