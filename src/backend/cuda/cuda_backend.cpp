@@ -813,6 +813,7 @@ class CudaBackend final : public Backend {
       t->expert_key = cuda::DeviceBuffer(key.size() * sizeof(int32_t));
       TETRA_CUDA_CHECK(cudaMemcpyAsync(t->expert_key.get(), key.data(), t->expert_key.bytes(), cudaMemcpyHostToDevice,
                                        stream()));
+      t->layout.expert_key = t->expert_key.get<int32_t>();
     }
     stream_->synchronize();  // the host vectors above are copied before they change or die
     t->inter = w1[first].dim(0);

@@ -194,10 +194,13 @@ __device__ __forceinline__ int64_t pair_in(const PairGroups& p, const PairGroup&
 
 // One block: the pairs grouped by expert, a group per 8 pairs of an expert, experts in index order
 // and each expert's pairs in pair order. Shared: the selections (dynamic) and per-expert counts.
+// held (expert parallelism; may be null): the experts whose key is `experts` are another rank's
+// and get no group, so no kernel reads their null tables (their pairs stay zero).
 constexpr int kGroupThreads = 256, kGroupExpertsPerThread = 4;
 constexpr int64_t kMaxGroupedExperts = kGroupThreads * kGroupExpertsPerThread;
 __global__ void __launch_bounds__(kGroupThreads)
-    group_pairs_kernel(const int32_t* selected, int pairs, int experts, int4* groups, int32_t* order, int32_t* count) {
+    group_pairs_kernel(const int32_t* selected, int pairs, int experts, const int32_t* expert_key, int4* groups,
+                       int32_t* order, int32_t* count) {
   wait_for_inputs();
   allow_next_kernel();
   extern __shared__ int32_t expert_of[];
@@ -216,8 +219,10 @@ __global__ void __launch_bounds__(kGroupThreads)
       first_group[kGroupExpertsPerThread], total = 0;
 #pragma unroll
   for (int i = 0; i < kGroupExpertsPerThread; ++i) {
-    n[i] = per_expert[threadIdx.x * kGroupExpertsPerThread + i];
-    blocks[i] = (n[i] + kGroupColumns - 1) / kGroupColumns;
+    const int e = threadIdx.x * kGroupExpertsPerThread + i;
+    n[i] = per_expert[e];
+    const bool elsewhere = expert_key && e < experts && expert_key[e] == experts;
+    blocks[i] = elsewhere ? 0 : (n[i] + kGroupColumns - 1) / kGroupColumns;
   }
   Scan(scan).ExclusiveSum(n, first);
   __syncthreads();
@@ -252,7 +257,6 @@ __global__ void __launch_bounds__(max_split<InFlight>() * 32)
   if (pg.count && int(blockIdx.y) >= *pg.count) return;  // the grid has room for one pair a group
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const PairGroup group = group_at(pg, int(blockIdx.y));
-  if (!w1[group.expert].weight) return;  // another rank's expert: its pairs stay zero
   const int64_t o0 = int64_t(blockIdx.x) * 16;
   const int column = lane / 4;  // the lane's B column
   const float* columns[1] = {column < group.count ? x + pair_in(pg, group, column) / k * dim : nullptr};
@@ -281,11 +285,10 @@ __global__ void __launch_bounds__(max_split<InFlight>() * 32)
   if (pg.count && int(blockIdx.y) >= *pg.count) return;
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const PairGroup group = group_at(pg, int(blockIdx.y));
-  const WeightRef& w = w2[group.expert];
-  if (!w.weight) return;
   const int64_t o0 = int64_t(blockIdx.x) * 32;
   const int column = lane / 4;
   const float* columns[1] = {column < group.count ? h + pair_in(pg, group, column) * inter : nullptr};
+  const WeightRef& w = w2[group.expert];
   float acc[kMmaTiles][1][4];
   warp_mma_rows<F, 1, P, false, false, InFlight>(w, w, o0, dim, columns, chunks * warp / warps,
                                                  chunks * (warp + 1) / warps, acc);
@@ -412,12 +415,15 @@ void expert_pairs(const float* x, int64_t n, int64_t dim, int64_t inter, const i
       layout.up.format == layout.down.format) {
     PairGroups groups{.selected = selected};
     const size_t group_shared = size_t(pairs) * sizeof(int32_t);
-    if (n > 1 && layout.experts > 0 && layout.experts <= kMaxGroupedExperts && group_shared <= 48 * 1024) {
+    // Grouped where experts share pairs, and always where some are another rank's (no group,
+    // no block for those: the kernels never read their null tables).
+    if ((n > 1 || layout.some_absent) && layout.experts > 0 && layout.experts <= kMaxGroupedExperts &&
+        group_shared <= 48 * 1024) {
       // the tables after h and y: pairs·(inter + dim) floats keep them 16-byte aligned (whole segments)
       int4* table = reinterpret_cast<int4*>(scratch + pairs * (inter + dim));
       int32_t* order = reinterpret_cast<int32_t*>(table + pairs);
       launch_early(group_pairs_kernel, dim3(1), dim3(kGroupThreads), group_shared, stream, selected, int(pairs),
-                   int(layout.experts), table, order, order + pairs);
+                   int(layout.experts), layout.expert_key, table, order, order + pairs);
       TETRA_CUDA_CHECK(cudaGetLastError());
       groups = {selected, table, order, order + pairs};
     }

@@ -31,8 +31,10 @@ struct ExpertLayout {
   bool uniform = false;
   int64_t experts = 0;
   // Some experts' tables are null (expert parallelism: another rank holds them); their pairs
-  // come out zero.
+  // come out zero. expert_key (device [experts]): e for an expert held here, `experts` for
+  // another rank's (null when every expert is held).
   bool some_absent = false;
+  const int32_t* expert_key = nullptr;
 };
 bool same_layout(const WeightRef& a, const WeightRef& b);
 
