@@ -132,6 +132,14 @@ std::vector<std::unique_ptr<Backend>> make_backends(const std::string& device, i
   return backends;
 }
 
+void in_turn(const std::vector<Backend*>& backends, const std::function<void(size_t)>& work) {
+  for (size_t i = 0; i < backends.size(); ++i) {
+    backends[i]->bind_thread();
+    work(i);
+  }
+  if (!backends.empty()) backends.front()->bind_thread();
+}
+
 std::vector<Backend*> pointers(const std::vector<std::unique_ptr<Backend>>& backends) {
   std::vector<Backend*> p;
   for (const auto& b : backends) p.push_back(b.get());

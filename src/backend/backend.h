@@ -239,5 +239,8 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int index = -1)
 std::vector<std::unique_ptr<Backend>> make_backends(const std::string& device, int ranks);
 // The backends' addresses, in order (what Model takes).
 std::vector<Backend*> pointers(const std::vector<std::unique_ptr<Backend>>& backends);
+// work(i) for each backend i in turn on this thread, with that backend bound to it; the first
+// bound after (where the calling thread's work goes on).
+void in_turn(const std::vector<Backend*>& backends, const std::function<void(size_t)>& work);
 
 }  // namespace tetra

@@ -43,22 +43,24 @@ Model::Model(const ModelConfig& config, const ModelWeights& w, std::vector<Backe
     // The ranks meet on the host in every MoE layer, which a recorded graph cannot do.
     decode_graphs_ = false;
   }
-  for (int r = 0; r < ranks; ++r) {
-    backends[size_t(r)]->bind_thread();  // rank r's weights go to its device
-    replicas_.push_back(std::make_unique<ModelReplica>(c, w, *backends[size_t(r)], caches, cache_, size_t(r),
-                                                       ExpertShard{r, ranks, group_.get()}));
-  }
-  backends.front()->bind_thread();
+  // rank r's weights go to its device
+  tetra::in_turn(backends, [&](size_t r) {
+    replicas_.push_back(std::make_unique<ModelReplica>(c, w, *backends[r], caches, cache_, r,
+                                                       ExpertShard{int(r), ranks, group_.get()}));
+  });
 }
 
 Model::~Model() {
-  // each rank's memory goes back with its device bound
-  for (size_t r = replicas_.size(); r-- > 1;) {
-    Backend& be = replicas_[r]->backend();
-    be.bind_thread();
-    replicas_[r].reset();
-    replicas_.front()->backend().bind_thread();
-  }
+  // each rank's memory goes back with its device bound (the first's with the caller's)
+  tetra::in_turn(backends(), [&](size_t r) {
+    if (r > 0) replicas_[r].reset();
+  });
+}
+
+std::vector<Backend*> Model::backends() const {
+  std::vector<Backend*> b;
+  for (const auto& r : replicas_) b.push_back(&r->backend());
+  return b;
 }
 
 void Model::each_replica(const std::function<void(size_t)>& work) {
@@ -95,11 +97,7 @@ void Model::each_replica(const std::function<void(size_t)>& work) {
 }
 
 void Model::in_turn(const std::function<void(ModelReplica&)>& work) {
-  for (auto& r : replicas_) {
-    r->backend().bind_thread();
-    work(*r);
-  }
-  replicas_.front()->backend().bind_thread();
+  tetra::in_turn(backends(), [&](size_t r) { work(*replicas_[r]); });
 }
 
 void Model::release_cache() {

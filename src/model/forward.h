@@ -89,6 +89,7 @@ class Model {
   // work(replica) for every replica in turn on this thread, each with its backend bound (the
   // first's bound after).
   void in_turn(const std::function<void(ModelReplica&)>& work);
+  std::vector<Backend*> backends() const;  // the replicas', in rank order
   // Checks a step's tokens and gives every sequence room for them in layers [begin, end).
   void prepare(const std::vector<SequenceState*>& sequences, const std::vector<std::vector<int32_t>>& tokens,
                bool already_counted, int64_t begin, int64_t end);

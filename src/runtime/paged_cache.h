@@ -45,15 +45,10 @@ class PagedCache {
   void grow_pool(int64_t extra);  // adds `extra` free blocks
   void relayout(int64_t stream_needing, int64_t blocks);  // widens one stream's columns or adds slots
   void upload_tables();
-  // work(i, backend i) for every copy, each with its backend bound to the thread; the first's
-  // bound after.
+  // work(i, backend i) for every copy, with its backend bound (tetra::in_turn).
   template <class Work>
   void for_each_copy(Work work) {
-    for (size_t i = 0; i < backends_.size(); ++i) {
-      backends_[i]->bind_thread();
-      work(i, *backends_[i]);
-    }
-    backends_.front()->bind_thread();
+    in_turn(backends_, [&](size_t i) { work(i, *backends_[i]); });
   }
 
   std::vector<Backend*> backends_;

@@ -7,7 +7,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_event.h"
-#include "backend/rank_barrier.h"
+#include "backend/tensor_exchange.h"
 #include "core/error.h"
 
 namespace tetra {
@@ -31,10 +31,9 @@ __global__ void sum_ranks_kernel(RankSources sources, int ranks, int64_t n, floa
 class CudaCommGroup final : public CommGroup {
  public:
   explicit CudaCommGroup(const std::vector<Backend*>& backends)
-      : barrier_(int(backends.size())), backends_(backends), posted_(backends.size()) {
+      : exchange_(int(backends.size())), backends_(backends) {
     if (backends.size() > size_t(kMaxRanks)) runtime_error("expert parallelism: at most ", kMaxRanks, " ranks");
-    for (size_t r = 0; r < backends.size(); ++r) {
-      backends[r]->bind_thread();
+    in_turn(backends, [&](size_t r) {
       const int device = cuda_device_of(*backends[r]);
       // each rank reads the others' tensors where they are
       for (size_t s = 0; s < backends.size(); ++s) {
@@ -49,28 +48,21 @@ class CudaCommGroup final : public CommGroup {
       }
       posted_events_.push_back(std::make_unique<cuda::CudaEvent>(cudaEventDisableTiming));
       read_events_.push_back(std::make_unique<cuda::CudaEvent>(cudaEventDisableTiming));
-    }
-    backends.front()->bind_thread();
+    });
   }
 
-  int ranks() const override { return barrier_.ranks(); }
+  int ranks() const override { return exchange_.ranks(); }
 
   void all_reduce_sum(int rank, Tensor& t) override {
-    if (rank < 0 || rank >= ranks()) runtime_error("all_reduce_sum: rank ", rank, " of a group of ", ranks());
-    if (t.type() != ElemType::f32) runtime_error("all_reduce_sum: rank ", rank, " passed a tensor that is not f32");
+    exchange_.check_rank("all_reduce_sum", rank);
     Backend& be = *backends_[size_t(rank)];
     const cudaStream_t stream = cuda_stream_of(be);
-    posted_[size_t(rank)] = t;
     TETRA_CUDA_CHECK(cudaEventRecord(posted_events_[size_t(rank)]->get(), stream));
-    barrier_.arrive_and_wait();  // every rank's tensor and its event are posted
+    // every rank's tensor and its event are posted
+    const std::vector<Tensor>& posted = exchange_.post_and_wait("all_reduce_sum", rank, t);
     RankSources sources{};
     for (int r = 0; r < ranks(); ++r) {
-      if (posted_[size_t(r)].numel() != t.numel()) {
-        abort();
-        runtime_error("all_reduce_sum: rank ", r, " passed ", posted_[size_t(r)].numel(), " values, rank ", rank, " ",
-                      t.numel());
-      }
-      sources.x[r] = posted_[size_t(r)].data<float>();
+      sources.x[r] = posted[size_t(r)].data<float>();
       if (r != rank) TETRA_CUDA_CHECK(cudaStreamWaitEvent(stream, posted_events_[size_t(r)]->get()));
     }
     Tensor sum = be.zeros(t.shape(), ElemType::f32);
@@ -81,20 +73,20 @@ class CudaCommGroup final : public CommGroup {
       TETRA_CUDA_CHECK(cudaGetLastError());
     }
     TETRA_CUDA_CHECK(cudaEventRecord(read_events_[size_t(rank)]->get(), stream));
-    barrier_.arrive_and_wait();  // every rank's reads are queued, their events recorded
+    exchange_.wait();  // every rank's reads are queued, their events recorded
     // this rank's later work (which may reuse t's memory) waits for the others' reads of t
     for (int r = 0; r < ranks(); ++r)
       if (r != rank) TETRA_CUDA_CHECK(cudaStreamWaitEvent(stream, read_events_[size_t(r)]->get()));
-    posted_[size_t(rank)] = Tensor();
+    exchange_.release(rank);
     t = std::move(sum);
   }
 
   Tensor broadcast(int rank, const Tensor& t) override {
-    if (rank < 0 || rank >= ranks()) runtime_error("broadcast: rank ", rank, " of a group of ", ranks());
+    exchange_.check_rank("broadcast", rank);
     Backend& be = *backends_[size_t(rank)];
     const cudaStream_t stream = cuda_stream_of(be);
     if (rank == 0) TETRA_CUDA_CHECK(cudaEventRecord(posted_events_[0]->get(), stream));
-    barrier_.arrive_and_wait();  // rank 0's tensor is complete once its event is
+    exchange_.wait();  // rank 0's tensor is complete once its event is
     Tensor copy = t;
     if (rank != 0) {
       TETRA_CUDA_CHECK(cudaStreamWaitEvent(stream, posted_events_[0]->get()));
@@ -104,22 +96,18 @@ class CudaCommGroup final : public CommGroup {
                                            stream));
       TETRA_CUDA_CHECK(cudaEventRecord(read_events_[size_t(rank)]->get(), stream));
     }
-    barrier_.arrive_and_wait();  // every copy is queued
+    exchange_.wait();  // every copy is queued
     if (rank == 0)  // rank 0's later work (which may reuse t's memory) waits for the copies
       for (int r = 1; r < ranks(); ++r) TETRA_CUDA_CHECK(cudaStreamWaitEvent(stream, read_events_[size_t(r)]->get()));
     return copy;
   }
 
-  void abort() override { barrier_.abort(); }
-  void recover() override {
-    barrier_.recover();
-    for (Tensor& t : posted_) t = Tensor();
-  }
+  void abort() override { exchange_.abort(); }
+  void recover() override { exchange_.recover(); }
 
  private:
-  RankBarrier barrier_;
+  TensorExchange exchange_;
   std::vector<Backend*> backends_;
-  std::vector<Tensor> posted_;  // each rank's tensor while a reduction runs
   std::vector<std::unique_ptr<cuda::CudaEvent>> posted_events_, read_events_;  // per rank, on its device
 };
 
