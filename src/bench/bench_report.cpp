@@ -84,7 +84,8 @@ json report_json(const BenchReport& r, const std::string& command, const std::st
   j["layers"] = r.config.n_layers;
   j["format"] = synthetic_format_name(o.format);
   j["caches"] = {{"kv", kv_name(o.caches.kv)}, {"indexer", indexer_name(o.caches.indexer)}};
-  j["weights"] = {{"device_bytes", r.weight_bytes}, {"host_bytes", r.host_bytes},
+  j["expert_parallel"] = o.ranks;
+  j["weights"] = {{"device_bytes", r.weight_bytes}, {"largest_rank_device_bytes", r.rank_weight_bytes}, {"host_bytes", r.host_bytes},
                   {"generate_seconds", r.generate_seconds}, {"load_seconds", r.load_seconds}};
   j["ceilings"] = {{"copy_bytes_per_s", r.ceilings.copy_bytes_per_s}, {"copy_method", r.ceilings.copy_method},
                    {"bf16_matrix_flops_per_s", optional_number(r.ceilings.matrix_flops_per_s)},
@@ -170,6 +171,11 @@ void print_report(const BenchReport& r, std::ostream& out) {
                 r.options.geometry.c_str(), (long long)r.config.n_layers, synthetic_format_name(r.options.format),
                 double(r.weight_bytes) / 1e9, kv_name(r.options.caches.kv), indexer_name(r.options.caches.indexer));
   out << line;
+  if (r.options.ranks > 1) {
+    std::snprintf(line, sizeof line, "expert parallelism: %d ranks, the largest holding %.2f GB; floors are that rank's bytes\n",
+                  r.options.ranks, double(r.rank_weight_bytes) / 1e9);
+    out << line;
+  }
   std::snprintf(line, sizeof line, "device %s: copy %.0f GB/s (read + write)", r.device.name.c_str(),
                 r.ceilings.copy_bytes_per_s / 1e9);
   out << line;

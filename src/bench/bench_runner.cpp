@@ -36,6 +36,7 @@ void check(const BenchOptions& o) {
     if (b < 1) usage_error("--batch values must be at least 1, got ", b);
   if (!o.batches.empty() && o.contexts.empty()) usage_error("--context needs at least one value");
   if (o.steps < 1) usage_error("--steps must be at least 1, got ", o.steps);
+  if (o.ranks < 1 || o.ranks > 64) usage_error("--expert-parallel must be in [1, 64], got ", o.ranks);
 }
 
 // Runs `f`, turning a run-time failure (out of device or host memory, a failed CUDA call) into
@@ -93,8 +94,10 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
   if (o.prefill < 0 || o.prefill > c.max_position_embeddings)
     usage_error("--prefill must be in [0, ", c.max_position_embeddings, "], got ", o.prefill);
 
-  const auto backend = make_backend(o.device);
-  Backend& be = *backend;
+  if (o.ranks > c.n_routed_experts)
+    usage_error("--expert-parallel ", o.ranks, ": the model has only ", c.n_routed_experts, " routed experts a layer");
+  const auto backends = make_backends(o.device, o.ranks);
+  Backend& be = *backends.front();  // the logits' rank
   r.device = device_info(o.device);
   log << "device: " << r.device.name;
   if (!r.device.kernel_launches.empty()) log << ", " << r.device.kernel_launches << " kernel launches";
@@ -122,15 +125,18 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
 
   // What does not fit fails here, named, not as an allocation deep in the load or the first step.
   r.weight_bytes = synthetic_model_bytes(c, o.format);
+  const uint64_t routed_bytes = synthetic_routed_expert_bytes(c, o.format);
+  r.rank_weight_bytes = largest_rank_weight_bytes(o.ranks, r.weight_bytes - routed_bytes, routed_bytes, c.n_routed_experts);
   auto gb = [](uint64_t bytes) { return cat(double(bytes) / 1e9, " GB"); };
   auto fewer_layers = [&] {
     return r.device.memory ? cat("; ", layers_within(o.geometry, o.format, *r.device.memory), " layers' weights fit in ",
                                  gb(*r.device.memory), ", and the caches and activations need room beside them: try fewer (--layers)")
                            : std::string();
   };
-  if (r.device.memory && r.weight_bytes > *r.device.memory)
+  if (r.device.memory && r.rank_weight_bytes > *r.device.memory)
     runtime_error("the synthetic ", o.geometry, " model of ", c.n_layers, " layers has ", gb(r.weight_bytes),
-                  " of weights, more than the device's ", gb(*r.device.memory), fewer_layers());
+                  " of weights", o.ranks > 1 ? cat(" (", gb(r.rank_weight_bytes), " on the largest of ", o.ranks, " ranks)") : std::string(),
+                  ", more than the device's ", gb(*r.device.memory), fewer_layers());
 
   auto t0 = Clock::now();
   const SyntheticWeights synthetic(c, o.format, o.seed);
@@ -143,7 +149,7 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
   std::optional<Model> model;
   {
     const LoadProgress progress(log, o.device, r.weight_bytes, std::chrono::seconds(5));
-    model.emplace(c, synthetic.weights(), be, o.caches);
+    model.emplace(c, synthetic.weights(), pointers(backends), o.caches);
   }
   r.load_seconds = seconds_since(t0);
   log << "loaded in " << r.load_seconds << " s\n";
@@ -187,16 +193,18 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
     }
     return logits_digest(logits);
   };
-  // Downloading one value waits for everything queued before it: the end of a step.
-  const Tensor fence = be.upload(std::vector<float>{0.0f}, {1});
-  auto finish = [&] { be.download(fence); };
+  // Downloading one value waits for everything queued before it: the end of a step (every
+  // rank's: a rank may finish its step after the logits' one).
+  std::vector<Tensor> fences;
+  in_turn(pointers(backends), [&](size_t i) { fences.push_back(backends[i]->upload(std::vector<float>{0.0f}, {1})); });
+  auto finish = [&] { in_turn(pointers(backends), [&](size_t i) { backends[i]->download(fences[i]); }); };
 
   auto decode_points = [&](int64_t ctx) {
     for (int64_t batch : o.batches) {
       DecodeResult d;
       d.batch = batch;
       d.context = ctx;
-      d.floor_bytes = decode_step_bytes(c, synthetic.weights(), batch, ctx, o.caches);
+      d.floor_bytes = decode_step_bytes(c, synthetic.weights(), batch, ctx, o.caches, nullptr, o.ranks);
       log << "decode: batch " << batch << ", context " << ctx << "\n";
       recorded(d.error, log, [&] {
         // The sequences "have seen" ctx tokens: their cache blocks are taken (in one pool
@@ -245,18 +253,22 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
         }
         // One more step, eager, untimed: the experts its tokens touch in each layer price the
         // step's floor as measured (synthetic routers need not spread a batch's tokens as
-        // uniformly random routing would, which the expected floor assumes).
+        // uniformly random routing would, which the expected floor assumes); over several ranks,
+        // the most any rank's experts are touched.
         std::vector<int64_t> touched(size_t(c.n_layers), 0);
         const ScopedRoutingObserver observing(*model, [&](int64_t layer, const Tensor& experts) {
           std::vector<int32_t> ids = be.download_i32(experts);
           std::sort(ids.begin(), ids.end());
-          touched[size_t(layer)] = int64_t(std::unique(ids.begin(), ids.end()) - ids.begin());
+          ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+          std::vector<int64_t> per_rank(size_t(o.ranks), 0);
+          for (const int32_t e : ids) ++per_rank[size_t(int64_t(e) * o.ranks / c.n_routed_experts)];
+          touched[size_t(layer)] = *std::max_element(per_rank.begin(), per_rank.end());
         });
         std::vector<std::vector<int32_t>> tokens;
         for (int64_t s = 0; s < batch; ++s) tokens.push_back(random_tokens(ids, 1));
         try {
           model->step(active, tokens);
-          d.measured_floor_bytes = decode_step_bytes(c, synthetic.weights(), batch, ctx, o.caches, &touched);
+          d.measured_floor_bytes = decode_step_bytes(c, synthetic.weights(), batch, ctx, o.caches, &touched, o.ranks);
         } catch (const Error& e) {  // e.g. out of memory eagerly: the timed steps stand without it
           if (e.code() != ExitCode::runtime) throw;
           log << "  routing not measured: " << e.what() << "\n";

@@ -29,6 +29,7 @@ struct BenchOptions {
   int64_t steps = 5;                  // timed decode steps per point, after one warm-up step
   bool speculative = false;           // also time each point's two-token steps (input and draft)
   std::string device = "cuda";
+  int ranks = 1;  // --expert-parallel: the routed experts split over this many backends (GPUs 0..ranks-1)
   uint64_t seed = 1;
   CacheTypes caches;
 };
@@ -83,6 +84,7 @@ struct BenchReport {
   DeviceInfo device;
   Ceilings ceilings;
   uint64_t weight_bytes = 0;  // device bytes of the benchmarked model
+  uint64_t rank_weight_bytes = 0;  // of which the largest rank holds (all of them on one backend)
   uint64_t host_bytes = 0;    // the shared host buffers of the synthetic weights
   double generate_seconds = 0, load_seconds = 0;
   RoutingBalance routing;  // the synthetic routers' calibration (routing_balance.h)

@@ -31,11 +31,14 @@ double decode_kv_bytes(const ModelConfig& c, int64_t context, CacheTypes caches)
 }
 
 DecodeBytes decode_step_bytes(const ModelConfig& c, const ModelWeights& w, int64_t batch, int64_t context,
-                              CacheTypes caches, const std::vector<int64_t>* touched) {
+                              CacheTypes caches, const std::vector<int64_t>* touched, int ranks) {
   if (touched && int64_t(touched->size()) != c.n_layers)
     runtime_error("decode floor: ", touched->size(), " layers of measured routing for ", c.n_layers, " layers");
+  if (ranks < 1) runtime_error("decode floor: ", ranks, " ranks");
   DecodeBytes b;
-  const double expected = expected_distinct_experts(c.n_routed_experts, c.n_activated_experts, batch);
+  const int64_t share = (c.n_routed_experts + ranks - 1) / ranks;  // the largest rank's experts of a layer
+  const double expected = expected_distinct_experts(c.n_routed_experts, c.n_activated_experts, batch) *
+                          double(share) / double(c.n_routed_experts);
   std::map<std::string, double> routed;  // layer prefix ("layers.N") -> bytes of all its routed experts
   for (const LinearWeight* l : w.linears()) {
     if (const auto at = l->role.find(".ffn.experts."); at != std::string::npos)

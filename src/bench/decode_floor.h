@@ -25,7 +25,7 @@ double decode_kv_bytes(const ModelConfig& c, int64_t context, CacheTypes caches)
 struct DecodeBytes {
   double weights = 0;           // weight bytes one step reads
   double kv = 0;                // cache bytes one step reads, all sequences
-  double experts_per_layer = 0;  // distinct routed experts per layer: expected, or the mean of those given
+  double experts_per_layer = 0;  // distinct routed experts per layer (of the largest rank): expected, or the mean of those given
   double total() const { return weights + kv; }
 };
 
@@ -33,8 +33,10 @@ struct DecodeBytes {
 // device bytes: linear layers at their checkpoint bytes, other tensors as f32 (i32) copies;
 // of the embedding and the hash tables only the `batch` rows used count. The routed experts:
 // touched[i] of main layer i where given (a step's measured routing), else the expected count
-// of uniformly random routing.
+// of uniformly random routing. Over `ranks` devices (expert parallelism), which run the step
+// side by side: the bytes of the rank holding the most experts (ceil(experts / ranks) of each
+// layer), whose share of the expected count it reads; `touched` then gives that rank's counts.
 DecodeBytes decode_step_bytes(const ModelConfig& c, const ModelWeights& w, int64_t batch, int64_t context,
-                              CacheTypes caches, const std::vector<int64_t>* touched = nullptr);
+                              CacheTypes caches, const std::vector<int64_t>* touched = nullptr, int ranks = 1);
 
 }  // namespace tetra::bench

@@ -17,11 +17,16 @@ uint64_t kv_bytes_per_sequence(const ModelConfig& c, int64_t tokens, CacheTypes 
   return bytes;
 }
 
+uint64_t largest_rank_weight_bytes(int ranks, uint64_t shared_bytes, uint64_t expert_bytes, int64_t experts) {
+  if (ranks <= 1 || experts < 1) return shared_bytes + expert_bytes;
+  const uint64_t share = uint64_t((experts + ranks - 1) / ranks);
+  return shared_bytes + expert_bytes / uint64_t(experts) * share;
+}
+
 int64_t sequences_that_fit(uint64_t device_bytes, int ranks, uint64_t shared_bytes, uint64_t expert_bytes, int64_t experts,
                            uint64_t per_sequence) {
   if (ranks < 1 || experts < 1 || per_sequence == 0) return 0;
-  const uint64_t share = uint64_t((experts + ranks - 1) / ranks);
-  const uint64_t weights = shared_bytes + expert_bytes / uint64_t(experts) * share;
+  const uint64_t weights = largest_rank_weight_bytes(ranks, shared_bytes, expert_bytes, experts);
   if (device_bytes <= weights) return 0;
   return int64_t((device_bytes - weights) / per_sequence);
 }

@@ -9,6 +9,7 @@
 #include "bench/bench_runner.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "core/error.h"
 
 namespace tetra {
@@ -47,7 +48,7 @@ int run_bench(const std::vector<std::string>& argv_in) {
   const auto batches = take_list(argv, "batch");
   const auto contexts = take_list(argv, "context");
   const Args args(argv, {"synthetic", "layers", "format", "prefill", "steps", "device", "seed", "json", "kv-cache-dtype",
-                         "indexer-cache-dtype"},
+                         "indexer-cache-dtype", "expert-parallel"},
                   {"speculative"});
   bench::BenchOptions o;
   o.geometry = args.required("synthetic");
@@ -59,6 +60,7 @@ int run_bench(const std::vector<std::string>& argv_in) {
   o.steps = args.count("steps").value_or(o.steps);
   o.speculative = args.flag("speculative");
   o.device = args.get_or("device", "cuda");
+  o.ranks = expert_parallel_option(args);
   o.seed = uint64_t(args.count("seed").value_or(1));
   o.caches = {parse_kv_cache_dtype(args.get_or("kv-cache-dtype", "fp8")),
               parse_indexer_cache_dtype(args.get_or("indexer-cache-dtype", "fp4"))};

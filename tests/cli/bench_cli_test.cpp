@@ -173,9 +173,42 @@ TEST_F(BenchCli, APointsLogitsDoNotDependOnThePointsBeforeIt) {
   EXPECT_NE(both[1], both[2]);
 }
 
+// --expert-parallel runs the model over ranks that split the routed experts (CPU ranks here): the
+// same logits as one backend, so the same digests, and each decode floor is the bytes of the rank
+// holding the most experts (half the tiny model's 4 at 2 ranks), less than one backend's.
+TEST_F(BenchCli, ExpertParallelRanksGiveOneBackendsDigests) {
+  auto run = [&](int ranks) {
+    const fs::path out = dir_ / ("ep" + std::to_string(ranks) + ".json");
+    const auto r = bench("--batch 1 2 --context 21 --prefill 16 --steps 1 --expert-parallel " + std::to_string(ranks) +
+                         " --json " + out.string());
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    if (ranks > 1) EXPECT_NE(r.output.find("expert parallelism: " + std::to_string(ranks) + " ranks"), std::string::npos) << r.output;
+    std::ifstream in(out);
+    return json::parse(in);
+  };
+  const json one = run(1), two = run(2), three = run(3);
+  EXPECT_EQ(one["expert_parallel"], 1);
+  EXPECT_EQ(two["expert_parallel"], 2);
+  EXPECT_EQ(one["weights"]["largest_rank_device_bytes"], one["weights"]["device_bytes"]);
+  EXPECT_LT(two["weights"]["largest_rank_device_bytes"].get<double>(), two["weights"]["device_bytes"].get<double>());
+  EXPECT_LT(three["weights"]["largest_rank_device_bytes"].get<double>(), three["weights"]["device_bytes"].get<double>());
+  for (const json* split : {&two, &three}) {
+    ASSERT_EQ((*split)["decode"].size(), one["decode"].size());
+    for (size_t i = 0; i < one["decode"].size(); ++i) {
+      const json &a = one["decode"][i], &b = (*split)["decode"][i];
+      ASSERT_TRUE(b["error"].is_null()) << b.dump();
+      EXPECT_EQ(b["logits_digest"], a["logits_digest"]) << "batch " << a["batch"];
+      EXPECT_LT(b["floor"]["weight_bytes"].get<double>(), a["floor"]["weight_bytes"].get<double>());
+      EXPECT_EQ(b["floor"]["kv_bytes"], a["floor"]["kv_bytes"]);  // every rank runs attention
+    }
+    EXPECT_EQ((*split)["prefill"]["logits_digest"], one["prefill"]["logits_digest"]);
+  }
+}
+
 TEST_F(BenchCli, OptionErrorsAreUsageErrors) {
   for (const char* bad : {"--format fp8", "--layers 9", "--layers 0", "--batch 0", "--batch x", "--context -3",
-                          "--steps 0", "--batch 1 --batch 2", "--frobnicate 1", "--device tpu"}) {
+                          "--steps 0", "--batch 1 --batch 2", "--frobnicate 1", "--device tpu", "--expert-parallel 0",
+                          "--expert-parallel 65", "--expert-parallel 5"}) {
     const auto r = bench(bad);
     EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.output;
     EXPECT_NE(r.output.find("error"), std::string::npos) << bad;
