@@ -17,7 +17,7 @@ namespace tetra {
 
 struct SampledToken {
   int32_t id = 0;
-  float logprob = 0;  // under the model's distribution (log-softmax of the raw logits)
+  float logprob = 0;  // under the model's distribution (log-softmax of the raw logits), when asked for
   std::vector<std::pair<int32_t, float>> top;  // the top_logprobs most likely tokens, best first
 };
 
@@ -37,7 +37,7 @@ class Sampler {
 
  private:
   void apply_penalties(std::vector<float>& logits) const;
-  int32_t draw(const std::vector<float>& logits);
+  int32_t draw(std::span<const float> logits);
 
   SamplingParams params_;
   std::unique_ptr<TokenConstraint> constraint_;
@@ -45,10 +45,16 @@ class Sampler {
   std::unordered_map<int32_t, int64_t> generated_counts_;
   std::vector<int32_t> seen_;  // prompt and generated ids, distinct (repetition penalty)
   std::vector<bool> is_seen_;
+  // Scratch of a vocabulary's size, kept between draws: a fresh allocation of that size each
+  // draw came from the kernel, zeroed page by page (a third of a draw's time).
+  std::vector<float> adjusted_, weights_;
+  std::vector<int32_t> order_;
 };
 
 // Log-softmax of the raw logits at `id`, and the k best (highest first, ties by lower id).
 float token_logprob(std::span<const float> logits, int32_t id);
 std::vector<std::pair<int32_t, float>> top_logprobs(std::span<const float> logits, int64_t k);
+// The same with the log-sum-exp of the logits given (the token's logprob computed it).
+std::vector<std::pair<int32_t, float>> top_logprobs(std::span<const float> logits, int64_t k, double norm);
 
 }  // namespace tetra

@@ -17,7 +17,8 @@ struct SamplingParams {
   double repetition_penalty = 1.0;  // prompt and generated tokens (HF / vLLM)
   std::vector<std::pair<int32_t, float>> logit_bias;
   std::optional<uint64_t> seed;  // none: a fresh random seed
-  int64_t top_logprobs = 0;      // alternatives reported per token
+  bool logprobs = false;         // report each token's logprob (a pass over the vocabulary a token)
+  int64_t top_logprobs = 0;      // alternatives reported per token (their logprobs and the token's too)
 };
 
 }  // namespace tetra

@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -91,6 +92,11 @@ class Scheduler {
     std::vector<std::vector<int32_t>> tokens;
     std::vector<int64_t> logit_rows;  // a decode's every row, a prefill chunk's last
   };
+  // A sequence's draw from its first row of a step: the token, or why there is none.
+  struct SampledDraw {
+    SampledToken token;
+    std::optional<std::string> error;
+  };
   void run();
   void admit_waiting();
   void drop_cancelled();
@@ -98,7 +104,8 @@ class Scheduler {
   void step();
   // Samples s's rows of a step in order (its input's, then its draft's when the token sampled
   // before equals the draft) and takes a row it did not use back; the rows taken back.
-  int64_t sample_rows(Sequence& s, std::span<const float> logits, int64_t vocab);
+  // `first`: the first row's token, drawn already (or the error drawing it threw).
+  int64_t sample_rows(Sequence& s, std::span<const float> logits, int64_t vocab, const SampledDraw& first);
   // The MTP block over the rows each sequence of a step kept (hidden: the step's streams,
   // first_row: each one's first row there): every position gets its MTP cache row, and each
   // decoding sequence its draft.

@@ -1,7 +1,8 @@
 #pragma once
 // A rule on which tokens may come next (e.g. JSON mode): the sampler masks the logits with it
 // before drawing and tells it each token drawn. Each sequence has its own, since it holds where
-// that sequence's output stands.
+// that sequence's output stands. A step's sequences sample side by side (one thread each at a
+// time): what constraints share must be safe to use from several threads.
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -239,7 +239,7 @@ OpenAiRequest read_request(Endpoint endpoint, const nlohmann::ordered_json& body
     r.thinking_mode = options.thinking_mode;
     if (json_object && r.thinking_mode == text::ThinkingMode::thinking)  // the reasoning would be held to JSON too
       bad_parameter("response_format", "'response_format' {\"type\": \"json_object\"} is not supported with thinking");
-    r.logprobs = boolean(body, "logprobs", false);
+    r.logprobs = g.sampling.logprobs = boolean(body, "logprobs", false);
     g.sampling.top_logprobs = integer(body, "top_logprobs", 0, 0, 20);
     if (g.sampling.top_logprobs > 0 && !r.logprobs)
       bad_parameter("top_logprobs", "'top_logprobs' needs \"logprobs\": true");
@@ -256,7 +256,7 @@ OpenAiRequest read_request(Endpoint endpoint, const nlohmann::ordered_json& body
     if (boolean(body, "echo", false)) bad_parameter("echo", "'echo' is not supported");
     if (present(body, "suffix")) bad_parameter("suffix", "'suffix' is not supported");
     g.sampling.top_logprobs = integer(body, "logprobs", 0, 0, 20);
-    r.logprobs = present(body, "logprobs");
+    r.logprobs = g.sampling.logprobs = present(body, "logprobs");
     g.prompt = completion_prompt(body, tokenizer, limits.vocab_size);
   }
   if (json_object) {

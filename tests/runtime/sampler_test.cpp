@@ -149,6 +149,7 @@ TEST(Sampler, AConstraintMasksAfterTheBiasAndLearnsEachToken) {
       SamplingParams p;
       p.temperature = temperature;
       p.top_k = top_k;
+      p.logprobs = true;
       p.logit_bias = {{4, 10.0f}};
       std::vector<int32_t> taken;
       Sampler s(p, {}, 3, std::make_unique<AllowOnly>(std::vector<int32_t>{0, 3}, taken));
@@ -165,6 +166,52 @@ TEST(Sampler, AConstraintMasksAfterTheBiasAndLearnsEachToken) {
       }
     }
   EXPECT_FALSE(Sampler(SamplingParams{}, {}, 1).constraint_complete());
+  // A constraint that allows nothing is an error, not some token.
+  for (const double temperature : {0.0, 1.0}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    std::vector<int32_t> taken;
+    p.logit_bias = {{4, 10.0f}};
+    Sampler none(p, {}, 3, std::make_unique<AllowOnly>(std::vector<int32_t>{}, taken));
+    EXPECT_THROW(none.sample(kLogits), Error) << temperature;
+  }
+}
+
+// A token's logprob costs a pass over the vocabulary: computed when asked for (logprobs, or
+// top_logprobs), and then the model's log-softmax.
+TEST(Sampler, LogprobsOnlyWhenAskedFor) {
+  SamplingParams p;
+  p.seed = 1;
+  const SampledToken plain = Sampler(p, {}, 1).sample(kLogits);
+  EXPECT_EQ(plain.logprob, 0.0f);
+  EXPECT_TRUE(plain.top.empty());
+  p.logprobs = true;
+  const SampledToken asked = Sampler(p, {}, 1).sample(kLogits);
+  EXPECT_EQ(asked.id, plain.id);  // the same draw
+  EXPECT_NEAR(asked.logprob, token_logprob(kLogits, asked.id), 1e-6);
+  EXPECT_LT(asked.logprob, 0.0f);
+}
+
+// A nucleus of more tokens than the first ranked prefix (256) takes the next: 1000 equal
+// tokens (every fifth id) in a vocabulary of 5000, the rest far below; top_p 0.5 keeps the 500
+// of them with the lowest ids (ties rank by id), and the draws spread evenly over them.
+TEST(Sampler, TopPOverALargeVocabularyKeepsTheWholeNucleus) {
+  std::vector<float> logits(5000, -40.0f);
+  for (size_t id = 3; id < logits.size(); id += 5) logits[id] = 0.0f;
+  SamplingParams p;
+  p.seed = 11;
+  p.top_p = 0.5;
+  Sampler s(p, {}, 1);
+  std::map<int32_t, int> counts;
+  const int draws = 20000;
+  for (int i = 0; i < draws; ++i) {
+    const int32_t id = s.sample(logits).id;
+    ASSERT_EQ(id % 5, 3) << id;
+    ASSERT_LT(id, 2500) << id;  // the 500 lowest of the equal ids: 3, 8, ..., 2498
+    ++counts[id];
+  }
+  EXPECT_EQ(counts.size(), 500u) << "every token of the nucleus is drawn";
+  for (const auto& [id, n] : counts) EXPECT_NEAR(n, draws / 500.0, 25) << id;
 }
 
 }  // namespace
