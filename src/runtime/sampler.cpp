@@ -51,6 +51,20 @@ std::vector<int32_t> ranked(std::span<const float> values, size_t keep) {
   return ids;
 }
 
+// The nucleus of top_p: the smallest best-first prefix of `order` (positions in `weights`) whose
+// share of `total` reaches top_p, ranked to `order`'s front in growing prefixes (a trained
+// model's nucleus is a few hundred of its 129k tokens, not worth a sort of them all); its size.
+size_t nucleus(std::vector<int32_t>& order, std::span<const float> weights, double total, double top_p) {
+  const Better better{weights};  // (equal weights rank by position)
+  for (size_t count = std::min<size_t>(256, order.size());; count = std::min(order.size(), count * 8)) {
+    rank_front(order, count, better);
+    double share = 0;
+    size_t i = 0;
+    while (i < count && (share += weights[size_t(order[i])] / total) < top_p) ++i;
+    if (i < count || count == order.size()) return std::min(i + 1, order.size());
+  }
+}
+
 // The best token: the highest value, the lowest id among equals.
 int32_t best_token(std::span<const float> values) {
   return int32_t(std::max_element(values.begin(), values.end()) - values.begin());
@@ -128,26 +142,11 @@ int32_t Sampler::draw(std::span<const float> logits) {
       if (u < (acc += weights[i])) return id_of(i);
     return best;  // (acc ends at total: not reached)
   }
-  // top_p keeps the smallest best-first prefix whose share of the weight reaches it, ranked in
-  // growing prefixes (a trained model's nucleus is a few hundred of its 129k tokens); min_p the
-  // candidates of at least min_p times the best's weight; the best always stays.
+  // top_p keeps the nucleus, min_p the candidates of at least min_p times the best's weight.
   std::vector<int32_t>& order = order_;
   order.resize(k);
   std::iota(order.begin(), order.end(), 0);
-  size_t prefix = order.size();
-  if (params_.top_p < 1.0) {
-    const Better better{weights};  // (equal weights rank by candidate order)
-    for (size_t count = std::min<size_t>(256, order.size());; count = std::min(order.size(), count * 8)) {
-      rank_front(order, count, better);
-      double share = 0;
-      size_t i = 0;
-      while (i < count && (share += weights[size_t(order[i])] / total) < params_.top_p) ++i;
-      if (i < count || count == order.size()) {
-        prefix = std::min(i + 1, order.size());
-        break;
-      }
-    }
-  }
+  const size_t prefix = params_.top_p < 1.0 ? nucleus(order, weights, total, params_.top_p) : order.size();
   std::vector<int32_t> kept;
   for (size_t i = 0; i < prefix; ++i)
     if (weights[size_t(order[i])] >= params_.min_p) kept.push_back(order[i]);
