@@ -235,25 +235,46 @@ void Scheduler::step() {
       offset += logit_rows[size_t(i)];
     }
   // A draw reads the vocabulary (V4's 129k logits: 0.2-1 ms a row on one core), so the
-  // sequences' first rows are drawn side by side, each by its own sampler; what follows a draw
-  // (stops, streaming, a draft's second row) runs in order below.
-  std::vector<SampledDraw> first(chosen.size());
+  // sequences' rows are drawn side by side, each by its own sampler: first every input's row,
+  // then the draft's row of those whose first token was the draft (that row holds the logits
+  // after it). What follows a draw (stops, streaming, limits) runs in order between.
+  auto draw_rows = [&](int64_t row, const std::vector<bool>& which) {
+    std::vector<SampledDraw> draws(chosen.size());
 #pragma omp parallel for schedule(dynamic)
-  for (int64_t i = 0; i < int64_t(chosen.size()); ++i) {
-    if (!sampling[size_t(i)]) continue;
-    try {
-      first[size_t(i)].token = chosen[size_t(i)]->sampler.sample(sampled_rows[size_t(i)].first(size_t(vocab)));
-    } catch (const std::exception& e) {
-      first[size_t(i)].error = e.what();
+    for (int64_t i = 0; i < int64_t(chosen.size()); ++i) {
+      if (!which[size_t(i)]) continue;
+      try {
+        draws[size_t(i)].token = chosen[size_t(i)]->sampler.sample(sampled_rows[size_t(i)].subspan(size_t(row * vocab), size_t(vocab)));
+      } catch (const std::exception& e) {  // logits that are not finite: this sequence ends in an error
+        draws[size_t(i)].error = e.what();
+      }
     }
-  }
+    return draws;
+  };
+  std::vector<std::optional<int32_t>> drafts(chosen.size());
+  for (size_t i = 0; i < chosen.size(); ++i)
+    if (sampling[i]) drafts[i] = std::exchange(chosen[i]->draft, std::nullopt);
+  const std::vector<SampledDraw> firsts = draw_rows(0, sampling);
+  std::vector<bool> confirmed(chosen.size(), false);
+  for (size_t i = 0; i < chosen.size(); ++i)
+    if (sampling[i] && take_draw(*chosen[i], firsts[i]) && drafts[i] && firsts[i].token.id == *drafts[i]) {
+      ++accepted_draft_tokens_;
+      confirmed[i] = !chosen[i]->finished;
+    }
+  const std::vector<SampledDraw> seconds = draw_rows(1, confirmed);
   std::vector<int64_t> kept(chosen.size()), first_row(chosen.size());
   int64_t row = 0;
   for (size_t i = 0; i < chosen.size(); ++i) {
     kept[i] = int64_t(tokens[i].size());
     first_row[i] = row;
     row += kept[i];
-    if (sampling[i]) kept[i] -= sample_rows(*chosen[i], sampled_rows[i], vocab, first[i]);
+    if (!sampling[i]) continue;
+    if (confirmed[i]) take_draw(*chosen[i], seconds[i]);
+    // a draft's row not drawn from (the first token was not the draft) is taken back
+    const int64_t rows = drafts[i] ? 2 : 1, rejected = rows - (confirmed[i] ? 2 : 1);
+    draft_tokens_ += rows - 1;
+    if (!chosen[i]->finished && rejected > 0) model_.drop_last_token(chosen[i]->state);
+    kept[i] -= rejected;
   }
 
   if (options_.speculation == SpeculativeMethod::mtp) draft_with_mtp(chosen, first_row, kept, tokens, out.hidden);
@@ -263,44 +284,27 @@ void Scheduler::step() {
         s->draft = s->ngrams.draft();
 }
 
-int64_t Scheduler::sample_rows(Sequence& s, std::span<const float> logits, int64_t vocab, const SampledDraw& first) {
-  const std::optional<int32_t> draft = std::exchange(s.draft, std::nullopt);
-  const int64_t rows = draft ? 2 : 1;
-  int64_t used = 0, accepted = 0;
-  while (used < rows && !s.finished) {
-    const int64_t row = used++;
-    SampledToken t;
-    try {
-      if (row > 0) t = s.sampler.sample(logits.subspan(size_t(row * vocab), size_t(vocab)));
-      else if (first.error) runtime_error(*first.error);
-      else t = first.token;
-    } catch (const std::exception& e) {  // logits that are not finite: this sequence ends in an error
-      finish(s, FinishReason::error, e.what());
-      break;
-    }
-    const auto& stops = s.request.stop_token_ids;
-    if (std::find(stops.begin(), stops.end(), t.id) != stops.end()) {
-      finish(s, FinishReason::stop, "");
-      break;
-    }
-    ++s.generated;
-    if (options_.speculation == SpeculativeMethod::ngram) s.ngrams.append(t.id);
-    if (!s.sink->on_token(t) || s.sampler.constraint_complete()) {
-      finish(s, FinishReason::stop, "");
-    } else if (s.generated >= s.request.max_tokens) {
-      finish(s, FinishReason::length, "");
-    } else {
-      s.next_input = t.id;
-    }
-    // the next row was fed the draft: it holds the logits after t only if they agree
-    if (row > 0 || !draft || t.id != *draft) break;
-    ++accepted;
+bool Scheduler::take_draw(Sequence& s, const SampledDraw& draw) {
+  if (draw.error) {
+    finish(s, FinishReason::error, *draw.error);
+    return false;
   }
-  draft_tokens_ += rows - 1;
-  accepted_draft_tokens_ += accepted;
-  const int64_t rejected = rows - used;
-  if (!s.finished && rejected > 0) model_.drop_last_token(s.state);
-  return rejected;
+  const SampledToken& t = draw.token;
+  const auto& stops = s.request.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), t.id) != stops.end()) {
+    finish(s, FinishReason::stop, "");
+    return false;
+  }
+  ++s.generated;
+  if (options_.speculation == SpeculativeMethod::ngram) s.ngrams.append(t.id);
+  if (!s.sink->on_token(t) || s.sampler.constraint_complete()) {
+    finish(s, FinishReason::stop, "");
+  } else if (s.generated >= s.request.max_tokens) {
+    finish(s, FinishReason::length, "");
+  } else {
+    s.next_input = t.id;
+  }
+  return true;
 }
 
 void Scheduler::draft_with_mtp(const std::vector<Sequence*>& stepped, const std::vector<int64_t>& first_row,
@@ -330,6 +334,7 @@ void Scheduler::draft_with_mtp(const std::vector<Sequence*>& stepped, const std:
     return;
   }
   const size_t vocab = logits.size() / drafting.size();
+#pragma omp parallel for  // (each draft is a pass over the vocabulary)
   for (size_t i = 0; i < drafting.size(); ++i) {
     Sequence& s = *drafting[i];
     if (!s.decoding() || s.request.max_tokens - s.generated < 2) continue;  // no room for a draft's token

@@ -92,7 +92,7 @@ class Scheduler {
     std::vector<std::vector<int32_t>> tokens;
     std::vector<int64_t> logit_rows;  // a decode's every row, a prefill chunk's last
   };
-  // A sequence's draw from its first row of a step: the token, or why there is none.
+  // A sequence's draw from one of its rows of a step: the token, or why there is none.
   struct SampledDraw {
     SampledToken token;
     std::optional<std::string> error;
@@ -102,10 +102,9 @@ class Scheduler {
   void drop_cancelled();
   StepPlan plan_step();
   void step();
-  // Samples s's rows of a step in order (its input's, then its draft's when the token sampled
-  // before equals the draft) and takes a row it did not use back; the rows taken back.
-  // `first`: the first row's token, drawn already (or the error drawing it threw).
-  int64_t sample_rows(Sequence& s, std::span<const float> logits, int64_t vocab, const SampledDraw& first);
+  // Takes a draw as s's next token: an error or a stop token ends s; else s streams it and ends
+  // at its limit or its constraint's end. Whether the token was taken (it counts toward a draft).
+  bool take_draw(Sequence& s, const SampledDraw& draw);
   // The MTP block over the rows each sequence of a step kept (hidden: the step's streams,
   // first_row: each one's first row there): every position gets its MTP cache row, and each
   // decoding sequence its draft.
