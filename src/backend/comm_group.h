@@ -33,6 +33,11 @@ class CommGroup {
   virtual void recover() = 0;
 };
 
+// Where expert parallelism places the routed experts: expert e of n_experts is held by rank
+// e·ranks / n_experts (consecutive ranges), so a rank holds at most ceil(n_experts / ranks).
+inline int expert_owner(int64_t e, int ranks, int64_t n_experts) { return int(e * ranks / n_experts); }
+inline int64_t largest_expert_share(int64_t n_experts, int ranks) { return (n_experts + ranks - 1) / ranks; }
+
 // A group for these backends, one rank each, in order: every backend of one kind (cpu: ranks
 // that add through host memory; expert parallelism across GPUs is not built yet).
 std::unique_ptr<CommGroup> make_comm_group(const std::vector<Backend*>& backends);

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "backend/backend.h"
+#include "backend/comm_group.h"
 #include "bench/geometry.h"
 #include "bench/kv_capacity.h"
 #include "bench/load_progress.h"
@@ -261,7 +262,7 @@ BenchReport run_bench(const BenchOptions& o, std::ostream& log, const std::funct
           std::sort(ids.begin(), ids.end());
           ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
           std::vector<int64_t> per_rank(size_t(o.ranks), 0);
-          for (const int32_t e : ids) ++per_rank[size_t(int64_t(e) * o.ranks / c.n_routed_experts)];
+          for (const int32_t e : ids) ++per_rank[size_t(expert_owner(e, o.ranks, c.n_routed_experts))];
           touched[size_t(layer)] = *std::max_element(per_rank.begin(), per_rank.end());
         });
         std::vector<std::vector<int32_t>> tokens;

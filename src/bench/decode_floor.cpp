@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "backend/comm_group.h"
 #include "core/error.h"
 #include "model/kv_layout.h"
 
@@ -36,7 +37,7 @@ DecodeBytes decode_step_bytes(const ModelConfig& c, const ModelWeights& w, int64
     runtime_error("decode floor: ", touched->size(), " layers of measured routing for ", c.n_layers, " layers");
   if (ranks < 1) runtime_error("decode floor: ", ranks, " ranks");
   DecodeBytes b;
-  const int64_t share = (c.n_routed_experts + ranks - 1) / ranks;  // the largest rank's experts of a layer
+  const int64_t share = largest_expert_share(c.n_routed_experts, ranks);
   const double expected = expected_distinct_experts(c.n_routed_experts, c.n_activated_experts, batch) *
                           double(share) / double(c.n_routed_experts);
   std::map<std::string, double> routed;  // layer prefix ("layers.N") -> bytes of all its routed experts

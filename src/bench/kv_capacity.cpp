@@ -1,5 +1,6 @@
 #include "bench/kv_capacity.h"
 
+#include "backend/comm_group.h"
 #include "model/kv_layout.h"
 
 namespace tetra::bench {
@@ -19,8 +20,7 @@ uint64_t kv_bytes_per_sequence(const ModelConfig& c, int64_t tokens, CacheTypes 
 
 uint64_t largest_rank_weight_bytes(int ranks, uint64_t shared_bytes, uint64_t expert_bytes, int64_t experts) {
   if (ranks <= 1 || experts < 1) return shared_bytes + expert_bytes;
-  const uint64_t share = uint64_t((experts + ranks - 1) / ranks);
-  return shared_bytes + expert_bytes / uint64_t(experts) * share;
+  return shared_bytes + expert_bytes / uint64_t(experts) * uint64_t(largest_expert_share(experts, ranks));
 }
 
 int64_t sequences_that_fit(uint64_t device_bytes, int ranks, uint64_t shared_bytes, uint64_t expert_bytes, int64_t experts,

@@ -51,7 +51,7 @@ using RoutingObserver = std::function<void(int64_t layer, const Tensor& experts)
 struct ExpertShard {
   int rank = 0, ranks = 1;
   CommGroup* group = nullptr;  // set when ranks > 1
-  bool holds(int64_t expert, int64_t experts) const { return expert * ranks / experts == rank; }
+  bool holds(int64_t expert, int64_t experts) const { return expert_owner(expert, ranks, experts) == rank; }
 };
 
 // The distinct compress ratios of the main layers, in layer order (a step's inputs carry an
