@@ -65,6 +65,16 @@ size_t nucleus(std::vector<int32_t>& order, std::span<const float> weights, doub
   }
 }
 
+// Log-softmax at `id`, the logits' log-sum-exp `norm` given.
+float logprob_of(std::span<const float> logits, int32_t id, double norm) { return float(double(logits[size_t(id)]) - norm); }
+
+// The k best tokens and their log-softmax, best first.
+std::vector<std::pair<int32_t, float>> top_logprobs(std::span<const float> logits, int64_t k, double norm) {
+  std::vector<std::pair<int32_t, float>> out;
+  for (int32_t id : ranked(logits, size_t(k))) out.emplace_back(id, logprob_of(logits, id, norm));
+  return out;
+}
+
 // The best token: the highest value, the lowest id among equals.
 int32_t best_token(std::span<const float> values) {
   return int32_t(std::max_element(values.begin(), values.end()) - values.begin());
@@ -72,19 +82,7 @@ int32_t best_token(std::span<const float> values) {
 
 }  // namespace
 
-float token_logprob(std::span<const float> logits, int32_t id) {
-  return float(double(logits[size_t(id)]) - log_sum_exp(logits));
-}
-
-std::vector<std::pair<int32_t, float>> top_logprobs(std::span<const float> logits, int64_t k) {
-  return top_logprobs(logits, k, log_sum_exp(logits));
-}
-
-std::vector<std::pair<int32_t, float>> top_logprobs(std::span<const float> logits, int64_t k, double norm) {
-  std::vector<std::pair<int32_t, float>> out;
-  for (int32_t id : ranked(logits, size_t(k))) out.emplace_back(id, float(double(logits[size_t(id)]) - norm));
-  return out;
-}
+float token_logprob(std::span<const float> logits, int32_t id) { return logprob_of(logits, id, log_sum_exp(logits)); }
 
 Sampler::Sampler(SamplingParams params, std::span<const int32_t> prompt, uint64_t fallback_seed,
                  std::unique_ptr<TokenConstraint> constraint)
@@ -106,7 +104,7 @@ void Sampler::apply_penalties(std::vector<float>& logits) const {
       l = l > 0 ? l / p : l * p;
     }
   }
-  if (params_.frequency_penalty != 0 || params_.presence_penalty != 0)
+  if (penalizes_counts())
     for (const auto& [id, count] : generated_counts_)
       logits[size_t(id)] -= float(params_.frequency_penalty * double(count) + params_.presence_penalty);
   for (const auto& [id, bias] : params_.logit_bias) logits[size_t(id)] += bias;
@@ -170,9 +168,8 @@ SampledToken Sampler::sample(std::span<const float> logits) {
   // A copy only for what changes the logits (a vocabulary's copy costs as much as a greedy draw).
   std::vector<float>& adjusted = adjusted_;
   std::span<const float> scores = logits;
-  const bool counted = params_.frequency_penalty != 0 || params_.presence_penalty != 0;
-  if (params_.repetition_penalty != 1.0 || (counted && !generated_counts_.empty()) || !params_.logit_bias.empty() ||
-      constraint_) {
+  if (params_.repetition_penalty != 1.0 || (penalizes_counts() && !generated_counts_.empty()) ||
+      !params_.logit_bias.empty() || constraint_) {
     adjusted.assign(logits.begin(), logits.end());
     apply_penalties(adjusted);
     if (constraint_) constraint_->mask(adjusted);
@@ -183,7 +180,7 @@ SampledToken Sampler::sample(std::span<const float> logits) {
   if (constraint_) constraint_->advance(out.id);
   if (params_.logprobs || params_.top_logprobs > 0) {
     const double norm = log_sum_exp(logits);
-    out.logprob = float(double(logits[size_t(out.id)]) - norm);
+    out.logprob = logprob_of(logits, out.id, norm);
     if (params_.top_logprobs > 0) out.top = top_logprobs(logits, params_.top_logprobs, norm);
   }
   ++generated_counts_[out.id];

@@ -37,6 +37,8 @@ class Sampler {
 
  private:
   void apply_penalties(std::vector<float>& logits) const;
+  // Whether the frequency or presence penalty moves the tokens generated so far.
+  bool penalizes_counts() const { return params_.frequency_penalty != 0 || params_.presence_penalty != 0; }
   int32_t draw(std::span<const float> logits);
 
   SamplingParams params_;
@@ -51,10 +53,7 @@ class Sampler {
   std::vector<int32_t> order_;
 };
 
-// Log-softmax of the raw logits at `id`, and the k best (highest first, ties by lower id).
+// Log-softmax of the raw logits at `id` (what SampledToken::logprob reports).
 float token_logprob(std::span<const float> logits, int32_t id);
-std::vector<std::pair<int32_t, float>> top_logprobs(std::span<const float> logits, int64_t k);
-// The same with the log-sum-exp of the logits given (the token's logprob computed it).
-std::vector<std::pair<int32_t, float>> top_logprobs(std::span<const float> logits, int64_t k, double norm);
 
 }  // namespace tetra
